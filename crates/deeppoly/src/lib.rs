@@ -1,1 +1,24 @@
-//! placeholder
+//! DeepPoly with the GPU algorithms of GPUPoly, sound under floating point.
+//!
+//! The crate holds the network IR ([`ir`]), properties ([`property`]) and
+//! the analysis ([`Analyzer`]), which drives a [`Backend`] for the heavy
+//! linear algebra. It knows nothing of ONNX, CUDA or the command line.
+
+pub mod analysis;
+pub mod backend;
+mod backsub;
+pub mod eval;
+mod forward;
+pub mod geom;
+pub mod ir;
+mod passes;
+pub mod property;
+pub mod relax;
+
+pub use analysis::{AnalysisError, Analyzer, Options};
+pub use backend::{AffineForward, BResult, Backend, BackendError, ConvParams, ReluParams};
+pub use geom::Geom;
+pub use ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};
+pub use polycert_interval::FloatModel;
+pub use property::{Counterexample, Halfspace, InputBox, Outcome, Property, SubProblem, Verdict};
+pub use relax::ReluLower;

@@ -1,0 +1,187 @@
+//! The analysis driver: prepares a network on a backend and answers
+//! properties with DeepPoly (forward intervals, ReLU refinement by
+//! backsubstitution with early termination, then the property).
+
+use crate::backend::{BResult, Backend, BackendError};
+use crate::ir::{Network, NodeId, Op};
+use crate::property::{Counterexample, Outcome, Property, PropertyError, SubProblem, Verdict};
+use crate::relax::ReluLower;
+use polycert_interval::{FloatModel, Fp};
+use std::time::{Duration, Instant};
+
+/// Analysis options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub relu_lower: ReluLower,
+    /// The precision the deployed network runs in; its rounding is enclosed.
+    pub network_float: FloatModel,
+    /// Drop rows as soon as they are decided (the paper's early termination).
+    pub early_termination: bool,
+    /// Second pass: tighten every unstable ReLU input by backsubstitution.
+    pub refine: bool,
+    /// Bytes for expression matrices (default: the backend's budget).
+    pub memory_budget: Option<usize>,
+    pub timeout: Option<Duration>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            relu_lower: ReluLower::Area,
+            network_float: FloatModel::F32,
+            early_termination: true,
+            refine: true,
+            memory_budget: None,
+            timeout: None,
+        }
+    }
+}
+
+
+/// Why an analysis could not run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AnalysisError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    Property(#[from] PropertyError),
+    #[error("layer '{layer}' ({op}) is not supported by the analysis yet")]
+    Unsupported { layer: String, op: &'static str },
+    #[error("layer '{layer}': weight {value} is not exactly representable in {precision}; use f64")]
+    InexactWeight { layer: String, value: f64, precision: &'static str },
+    #[error("timeout")]
+    Timeout,
+}
+
+/// Parameters of one node, uploaded to the backend.
+pub(crate) enum Params<Buf> {
+    None,
+    Affine { w: Buf, b: Buf },
+}
+
+/// A network prepared on a backend: weights uploaded once, reused for
+/// every property.
+pub struct Analyzer<'a, B: Backend<T>, T: Fp> {
+    pub(crate) net: &'a Network,
+    pub(crate) backend: &'a B,
+    pub(crate) params: Vec<Params<B::Buf>>,
+    pub(crate) opts: Options,
+}
+
+pub(crate) fn to_t<T: Fp>(layer: &str, v: &[f64]) -> Result<Vec<T>, AnalysisError> {
+    v.iter()
+        .map(|&x| {
+            let t = T::from_f64_nearest(x);
+            if t.to_f64_exact() == x {
+                Ok(t)
+            } else {
+                Err(AnalysisError::InexactWeight { layer: layer.into(), value: x, precision: T::NAME })
+            }
+        })
+        .collect()
+}
+
+impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
+    /// Uploads the weights and checks that every layer is supported.
+    pub fn new(net: &'a Network, backend: &'a B, opts: Options) -> Result<Self, AnalysisError> {
+        let mut params = Vec::with_capacity(net.nodes().len());
+        for node in net.nodes() {
+            let p = match &node.op {
+                Op::Dense { weight, bias, .. } => Params::Affine {
+                    w: backend.upload(&to_t::<T>(&node.name, weight)?)?,
+                    b: backend.upload(&to_t::<T>(&node.name, bias)?)?,
+                },
+                Op::Conv2d(c) => Params::Affine {
+                    w: backend.upload(&to_t::<T>(&node.name, &c.weight)?)?,
+                    b: backend.upload(&to_t::<T>(&node.name, &c.bias)?)?,
+                },
+                Op::Input | Op::Relu | Op::Add | Op::Reshape | Op::ChannelAffine { .. } => Params::None,
+                Op::Concat | Op::MaxPool2d(_) | Op::AvgPool2d(_) => {
+                    return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() });
+                }
+            };
+            params.push(p);
+        }
+        Ok(Self { net, backend, params, opts })
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    pub(crate) fn budget(&self) -> usize {
+        self.opts.memory_budget.unwrap_or_else(|| self.backend.memory_budget())
+    }
+
+    /// Decides a property. Sub-problems are analysed in turn; the property
+    /// is verified only when all of them are.
+    pub fn analyze(&self, prop: &Property) -> Result<Outcome, AnalysisError> {
+        let start = Instant::now();
+        let deadline = self.opts.timeout.map(|t| start + t);
+        prop.check_dims(self.net.input_shape().numel(), self.net.output_shape().numel())?;
+        let mut first_bounds = None;
+        let mut verdict = Verdict::Verified;
+        for sp in &prop.subproblems {
+            if let Some(cex) = falsify_centre(self.net, sp) {
+                verdict = Verdict::Falsified(cex);
+                break;
+            }
+            let r = match self.analyze_subproblem(sp, deadline) {
+                Err(AnalysisError::Timeout) => {
+                    verdict = Verdict::Timeout;
+                    break;
+                }
+                r => r?,
+            };
+            let proved = r.1;
+            first_bounds.get_or_insert(r.0);
+            if !proved {
+                verdict = Verdict::Unknown;
+                break;
+            }
+        }
+        Ok(Outcome { verdict, lower_bounds: first_bounds.unwrap_or_default(), seconds: start.elapsed().as_secs_f64() })
+    }
+
+    /// Lower bounds of every half-space row, and whether all disjuncts are
+    /// proved infeasible.
+    fn analyze_subproblem(&self, sp: &SubProblem, deadline: Option<Instant>) -> Result<(Vec<f64>, bool), AnalysisError> {
+        let mut st = self.forward_pass(&sp.input)?;
+        let (mut lbs, mut proved) = self.prove_output(&mut st, sp, deadline)?;
+        if !proved && self.opts.refine {
+            self.refine_all(&mut st, deadline)?;
+            let (l2, p2) = self.prove_output(&mut st, sp, deadline)?;
+            lbs = lbs.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
+            proved = p2;
+        }
+        Ok((lbs, proved))
+    }
+
+    pub(crate) fn check_deadline(deadline: Option<Instant>) -> Result<(), AnalysisError> {
+        match deadline {
+            Some(d) if Instant::now() >= d => Err(AnalysisError::Timeout),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn upload_pair(&self, lo: &[T], hi: &[T]) -> BResult<(B::Buf, B::Buf)> {
+        Ok((self.backend.upload(lo)?, self.backend.upload(hi)?))
+    }
+}
+
+/// Checks the box centre in float32 inference against the unsafe region.
+fn falsify_centre(net: &Network, sp: &SubProblem) -> Option<Counterexample> {
+    let x: Vec<f32> = sp.input.centre().iter().map(|&v| v as f32).collect();
+    // The rounded centre must still lie in the box.
+    if x.iter().zip(sp.input.lo.iter().zip(&sp.input.hi)).any(|(&v, (&l, &h))| (v as f64) < l || (v as f64) > h) {
+        return None;
+    }
+    let y = crate::eval::eval::<f32>(net, &x);
+    let unsafe_ = sp.unsafe_region.iter().any(|conj| {
+        conj.iter().all(|h| {
+            let y64: Vec<f64> = y.iter().map(|&v| v as f64).collect();
+            polycert_interval::dot_scalar(&h.c, &y64).hi() <= h.d
+        })
+    });
+    unsafe_.then(|| Counterexample { input: x, output: y, checked_with: "float32, sequential sums".into() })
+}

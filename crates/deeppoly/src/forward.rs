@@ -1,0 +1,157 @@
+//! The forward interval pass, the layers' constant intervals (bias plus the
+//! inference's rounding) and the ReLU relaxations.
+
+use crate::analysis::{AnalysisError, Analyzer, Params};
+use crate::backend::Backend;
+use crate::ir::{NodeId, Op};
+use crate::property::InputBox;
+use crate::relax::relu_relax;
+use polycert_interval::{Fp, fp};
+
+/// Host bounds of a node, with a lazily uploaded copy.
+pub(crate) struct Bounds<T, Buf> {
+    pub lo: Vec<T>,
+    pub hi: Vec<T>,
+    pub dev: Option<(Buf, Buf)>,
+}
+
+/// What backsubstitution through a node needs besides its weights.
+pub(crate) enum Step<Buf> {
+    None,
+    /// Constant interval of an affine layer (bias ± rounding).
+    Bias { lo: Buf, hi: Buf },
+    /// Per-neuron `y = x·m + c`.
+    Diag { m_lo: Buf, m_hi: Buf, c_lo: Buf, c_hi: Buf },
+    Relu { lam_lo: Buf, lam_up: Buf, mu_up: Buf },
+}
+
+/// Per-property state of an analysis.
+pub(crate) struct RunState<T, Buf> {
+    pub bounds: Vec<Bounds<T, Buf>>,
+    pub steps: Vec<Step<Buf>>,
+}
+
+impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
+    /// Interval bounds of every node for the input box.
+    pub(crate) fn forward_pass(&self, input: &InputBox) -> Result<RunState<T, B::Buf>, AnalysisError> {
+        let lo: Vec<T> = input.lo.iter().map(|&v| fp::from_f64_down(v)).collect();
+        let hi: Vec<T> = input.hi.iter().map(|&v| fp::from_f64_up(v)).collect();
+        let mut st = RunState { bounds: Vec::new(), steps: Vec::new() };
+        st.bounds.push(Bounds { lo, hi, dev: None });
+        st.steps.push(Step::None);
+        for id in 1..self.net.nodes().len() {
+            let (b, s) = self.forward_node(&mut st, id)?;
+            st.bounds.push(b);
+            st.steps.push(s);
+        }
+        Ok(st)
+    }
+
+    /// Recomputes nodes after `from`, intersecting with their old bounds.
+    pub(crate) fn forward_from(&self, st: &mut RunState<T, B::Buf>, from: NodeId) -> Result<(), AnalysisError> {
+        for id in from + 1..self.net.nodes().len() {
+            let (mut b, s) = self.forward_node(st, id)?;
+            let old = &st.bounds[id];
+            for i in 0..b.lo.len() {
+                b.lo[i] = b.lo[i].max(old.lo[i]);
+                b.hi[i] = b.hi[i].min(old.hi[i]);
+            }
+            st.steps[id] = match (&self.net.node(id).op, s) {
+                // Relaxations follow the intersected bounds of their input.
+                (Op::Relu, _) => self.relu_step(&st.bounds[self.net.node(id).inputs[0]])?,
+                (_, s) => s,
+            };
+            st.bounds[id] = b;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn bounds_dev<'s>(&self, st: &'s mut RunState<T, B::Buf>, id: NodeId) -> Result<&'s (B::Buf, B::Buf), AnalysisError> {
+        let b = &mut st.bounds[id];
+        if b.dev.is_none() {
+            b.dev = Some(self.upload_pair(&b.lo, &b.hi)?);
+        }
+        Ok(b.dev.as_ref().expect("uploaded"))
+    }
+
+    fn relu_step(&self, x: &Bounds<T, B::Buf>) -> Result<Step<B::Buf>, AnalysisError> {
+        let n = x.lo.len();
+        let (mut a, mut b, mut c) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for i in 0..n {
+            let r = relu_relax(x.lo[i], x.hi[i], self.opts.relu_lower);
+            a.push(r.lam_lo);
+            b.push(r.lam_up);
+            c.push(r.mu_up);
+        }
+        let be = self.backend;
+        Ok(Step::Relu { lam_lo: be.upload(&a)?, lam_up: be.upload(&b)?, mu_up: be.upload(&c)? })
+    }
+
+    fn forward_node(&self, st: &mut RunState<T, B::Buf>, id: NodeId) -> Result<(Bounds<T, B::Buf>, Step<B::Buf>), AnalysisError> {
+        let node = self.net.node(id);
+        let be = self.backend;
+        let model = self.opts.network_float;
+        let x0 = node.inputs[0];
+        let host = |lo: Vec<T>, hi: Vec<T>| Bounds { lo, hi, dev: None };
+        Ok(match (&node.op, &self.params[id]) {
+            (Op::Dense { .. } | Op::Conv2d(_), Params::Affine { w, b }) => {
+                let in_shape = self.net.node(x0).shape;
+                let (xl, xh) = self.bounds_dev(st, x0)?;
+                let f = match &node.op {
+                    Op::Dense { .. } => be.forward_dense(w, b, in_shape.numel(), (xl, xh), model)?,
+                    Op::Conv2d(c) => be.forward_conv(c, w, b, in_shape, (xl, xh), model)?,
+                    _ => unreachable!(),
+                };
+                let (lo, hi) = (be.download(&f.lo)?, be.download(&f.hi)?);
+                (Bounds { lo, hi, dev: Some((f.lo, f.hi)) }, Step::Bias { lo: f.bias_lo, hi: f.bias_hi })
+            }
+            (Op::Relu, _) => {
+                let x = &st.bounds[x0];
+                let lo = x.lo.iter().map(|&v| v.max(T::zero())).collect();
+                let hi = x.hi.iter().map(|&v| v.max(T::zero())).collect();
+                (host(lo, hi), self.relu_step(x)?)
+            }
+            (Op::Reshape, _) => (host(st.bounds[x0].lo.clone(), st.bounds[x0].hi.clone()), Step::None),
+            (Op::Add, _) => {
+                let (a, b) = (&st.bounds[x0], &st.bounds[node.inputs[1]]);
+                let n = a.lo.len();
+                let (mut lo, mut hi, mut elo, mut ehi) = (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
+                for i in 0..n {
+                    let l = fp::add_down(a.lo[i].to_f64_exact(), b.lo[i].to_f64_exact());
+                    let h = fp::add_up(a.hi[i].to_f64_exact(), b.hi[i].to_f64_exact());
+                    // One rounding: |fl(a+b) − (a+b)| ≤ u·|a+b| (+ nothing: sums of floats do not underflow inexactly).
+                    let e = model.rounding_error_bound(1, l.abs().max(h.abs()));
+                    lo[i] = fp::from_f64_down(fp::sub_down(l, e));
+                    hi[i] = fp::from_f64_up(fp::add_up(h, e));
+                    ehi[i] = fp::from_f64_up(e);
+                    elo[i] = -ehi[i];
+                }
+                let ones = vec![T::one(); n];
+                let step = Step::Diag { m_lo: be.upload(&ones)?, m_hi: be.upload(&ones)?, c_lo: be.upload(&elo)?, c_hi: be.upload(&ehi)? };
+                (host(lo, hi), step)
+            }
+            (Op::ChannelAffine { mul, add, float_ops }, _) => {
+                let x = &st.bounds[x0];
+                let hw = node.shape.h * node.shape.w;
+                let n = x.lo.len();
+                let (mut lo, mut hi) = (vec![T::zero(); n], vec![T::zero(); n]);
+                let (mut ml, mut mh, mut cl, mut ch) = (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
+                for i in 0..n {
+                    let (m, c) = (mul[i / hw], add[i / hw]);
+                    let xi = polycert_interval::Interval::new_unchecked(x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
+                    let y = xi.mul(m) + c;
+                    let e = model.rounding_error_bound(*float_ops as usize, fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag()));
+                    lo[i] = fp::from_f64_down(fp::sub_down(y.lo(), e));
+                    hi[i] = fp::from_f64_up(fp::add_up(y.hi(), e));
+                    ml[i] = fp::from_f64_down(m.lo());
+                    mh[i] = fp::from_f64_up(m.hi());
+                    cl[i] = fp::from_f64_down(fp::sub_down(c.lo(), e));
+                    ch[i] = fp::from_f64_up(fp::add_up(c.hi(), e));
+                }
+                let step = Step::Diag { m_lo: be.upload(&ml)?, m_hi: be.upload(&mh)?, c_lo: be.upload(&cl)?, c_hi: be.upload(&ch)? };
+                (host(lo, hi), step)
+            }
+            _ => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
+        })
+    }
+}

@@ -1,0 +1,177 @@
+//! Properties: an input box and an unsafe output region in disjunctive
+//! normal form. The property holds when no input of the box reaches it.
+
+use polycert_interval::{FloatModel, Interval, fp};
+
+/// An input box in the network's input space (after normalisation).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct InputBox {
+    pub lo: Vec<f64>,
+    pub hi: Vec<f64>,
+}
+
+/// Error building a property.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("property: {0}")]
+pub struct PropertyError(pub String);
+
+impl InputBox {
+    pub fn new(lo: Vec<f64>, hi: Vec<f64>) -> Result<Self, PropertyError> {
+        if lo.len() != hi.len() {
+            return Err(PropertyError(format!("box bounds have lengths {} and {}", lo.len(), hi.len())));
+        }
+        for (i, (&l, &h)) in lo.iter().zip(&hi).enumerate() {
+            if l.is_nan() || h.is_nan() || l > h || l == f64::INFINITY || h == f64::NEG_INFINITY {
+                return Err(PropertyError(format!("input {i} has an empty or NaN range [{l}, {h}]")));
+            }
+        }
+        Ok(Self { lo, hi })
+    }
+
+    pub fn len(&self) -> usize {
+        self.lo.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lo.is_empty()
+    }
+
+    pub fn centre(&self) -> Vec<f64> {
+        self.lo.iter().zip(&self.hi).map(|(&l, &h)| Interval::new_unchecked(l, h).midpoint()).collect()
+    }
+
+    /// L∞ ball of radius `eps` around `x` (values in `[0, 1]` scale),
+    /// clipped to `[clip_lo, clip_hi]`, then normalised per channel as
+    /// `(x − mean)/std` (channel-first; `mean`/`std` empty for none). The
+    /// normalisation is rounded outward and widened by float32's rounding
+    /// of the two operations, so the box holds what a float32 pipeline feeds
+    /// the network.
+    pub fn linf(x: &[f64], eps: f64, clip: (f64, f64), mean: &[f64], std: &[f64]) -> Result<Self, PropertyError> {
+        if !(eps >= 0.0) || !eps.is_finite() {
+            return Err(PropertyError(format!("eps must be finite and >= 0, got {eps}")));
+        }
+        if mean.len() != std.len() || std.iter().any(|&s| !(s > 0.0) || !s.is_finite()) {
+            return Err(PropertyError("mean/std must have equal lengths and std > 0".into()));
+        }
+        let channels = mean.len().max(1);
+        if x.len() % channels != 0 {
+            return Err(PropertyError(format!("{} inputs do not split into {channels} channels", x.len())));
+        }
+        let per = x.len() / channels;
+        let (mut lo, mut hi) = (Vec::with_capacity(x.len()), Vec::with_capacity(x.len()));
+        for (i, &v) in x.iter().enumerate() {
+            if !v.is_finite() {
+                return Err(PropertyError(format!("input {i} is {v}")));
+            }
+            let l = fp::sub_down(v, eps).max(clip.0).min(clip.1);
+            let h = fp::add_up(v, eps).min(clip.1).max(clip.0);
+            let mut iv = Interval::new_unchecked(l.min(h), h);
+            if !mean.is_empty() {
+                let c = i / per;
+                let m = Interval::new_unchecked(mean[c], mean[c]);
+                iv = (iv - m).div_pos(std[c]).map_err(|e| PropertyError(e.to_string()))?;
+                let e = FloatModel::F32.rounding_error_bound(2, iv.mag());
+                iv = Interval::new_unchecked(fp::sub_down(iv.lo(), e), fp::add_up(iv.hi(), e));
+            }
+            lo.push(iv.lo());
+            hi.push(iv.hi());
+        }
+        Ok(Self { lo, hi })
+    }
+}
+
+/// The half-space `{y : c·y ≤ d}` over the outputs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Halfspace {
+    pub c: Vec<f64>,
+    pub d: f64,
+}
+
+/// One input box with the unsafe region `∪_i ∩_k H_ik` over the outputs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SubProblem {
+    pub input: InputBox,
+    /// Disjunction of conjunctions of half-spaces.
+    pub unsafe_region: Vec<Vec<Halfspace>>,
+}
+
+/// A property: it holds when every sub-problem is safe.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Property {
+    pub name: String,
+    pub subproblems: Vec<SubProblem>,
+    /// The label, for robustness properties.
+    pub label: Option<usize>,
+}
+
+impl Property {
+    /// Robustness: `y_label − y_j > 0` for every `j ≠ label`.
+    pub fn robustness(name: impl Into<String>, input: InputBox, label: usize, n_out: usize) -> Result<Self, PropertyError> {
+        if label >= n_out {
+            return Err(PropertyError(format!("label {label} out of range for {n_out} outputs")));
+        }
+        let unsafe_region = (0..n_out)
+            .filter(|&j| j != label)
+            .map(|j| {
+                let mut c = vec![0.0; n_out];
+                c[label] = 1.0;
+                c[j] = -1.0;
+                vec![Halfspace { c, d: 0.0 }]
+            })
+            .collect();
+        Ok(Self { name: name.into(), subproblems: vec![SubProblem { input, unsafe_region }], label: Some(label) })
+    }
+
+    /// Checks dimensions against a network's input and output sizes.
+    pub fn check_dims(&self, n_in: usize, n_out: usize) -> Result<(), PropertyError> {
+        for sp in &self.subproblems {
+            if sp.input.len() != n_in {
+                return Err(PropertyError(format!("input box has {} values, the model takes {n_in}", sp.input.len())));
+            }
+            for h in sp.unsafe_region.iter().flatten() {
+                if h.c.len() != n_out {
+                    return Err(PropertyError(format!("output constraint has {} terms, the model has {n_out} outputs", h.c.len())));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A concrete input that reaches the unsafe region in float32 inference.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Counterexample {
+    pub input: Vec<f32>,
+    pub output: Vec<f32>,
+    /// How the output was computed (summation order matters in float).
+    pub checked_with: String,
+}
+
+/// The answer of an analysis.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub enum Verdict {
+    Verified,
+    Falsified(Counterexample),
+    Unknown,
+    Timeout,
+}
+
+impl Verdict {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified",
+            Verdict::Falsified(_) => "falsified",
+            Verdict::Unknown => "unknown",
+            Verdict::Timeout => "timeout",
+        }
+    }
+}
+
+/// Verdict with the certified lower bounds of `c·y − d` for each half-space
+/// of the first sub-problem (for robustness: `y_label − y_j`, `j ≠ label`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Outcome {
+    pub verdict: Verdict,
+    pub lower_bounds: Vec<f64>,
+    pub seconds: f64,
+}
