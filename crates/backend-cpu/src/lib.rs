@@ -1,1 +1,126 @@
-//! placeholder
+//! The reference CPU backend of polycert: rayon over rows, blocked interval
+//! GEMM, windowed conv backsubstitution. Every result is rounded outward.
+
+mod conv;
+mod forward;
+mod gemm;
+mod rowops;
+mod util;
+
+pub use util::CpuMat;
+
+use polycert_deeppoly::{AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, Geom, ReluParams, Shape};
+use polycert_interval::{FloatModel, Fp};
+
+/// The CPU backend.
+#[derive(Debug, Clone)]
+pub struct CpuBackend {
+    budget: usize,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        Self { budget: 1 << 30 }
+    }
+}
+
+impl CpuBackend {
+    /// A backend that keeps expression matrices within `bytes`.
+    pub fn with_budget(bytes: usize) -> Self {
+        Self { budget: bytes }
+    }
+}
+
+fn check_mat<T>(m: &CpuMat<T>) -> BResult<()> {
+    if m.lo.len() != m.rows * m.cols || m.hi.len() != m.lo.len() {
+        return Err(BackendError::Failure(format!("matrix planes do not match {}x{}", m.rows, m.cols)));
+    }
+    Ok(())
+}
+
+impl<T: Fp> Backend<T> for CpuBackend {
+    type Buf = Vec<T>;
+    type Mat = CpuMat<T>;
+
+    fn name(&self) -> String {
+        format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+    fn memory_budget(&self) -> usize {
+        self.budget
+    }
+    fn upload(&self, data: &[T]) -> BResult<Vec<T>> {
+        Ok(data.to_vec())
+    }
+    fn download(&self, buf: &Vec<T>) -> BResult<Vec<T>> {
+        Ok(buf.clone())
+    }
+    fn mat_from_host(&self, rows: usize, cols: usize, lo: &[T], hi: &[T]) -> BResult<CpuMat<T>> {
+        let m = CpuMat { rows, cols, lo: lo.to_vec(), hi: hi.to_vec() };
+        check_mat(&m)?;
+        Ok(m)
+    }
+    fn mat_to_host(&self, m: &CpuMat<T>) -> BResult<(Vec<T>, Vec<T>)> {
+        Ok((m.lo.clone(), m.hi.clone()))
+    }
+    fn mat_rows(&self, m: &CpuMat<T>) -> usize {
+        m.rows
+    }
+    fn mat_zeros(&self, rows: usize, cols: usize) -> BResult<CpuMat<T>> {
+        Ok(CpuMat::zeros(rows, cols))
+    }
+    fn dense_backsub(&self, a: &CpuMat<T>, w: &Vec<T>, n_in: usize, b_lo: &Vec<T>, b_hi: &Vec<T>) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        if w.len() != a.cols * n_in {
+            return Err(BackendError::Failure(format!("dense_backsub: {} weights for {}x{n_in}", w.len(), a.cols)));
+        }
+        Ok(gemm::dense_backsub(a, w, n_in, b_lo, b_hi))
+    }
+    fn conv_backsub(&self, a: &CpuMat<T>, g: &Geom, p: &ConvParams<'_, Self, T>, out: &Geom) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        Ok(conv::conv_backsub(a, g, p.conv, p.weight, p.bias_lo, p.bias_hi, out))
+    }
+    fn relu_backsub(&self, a: &CpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        Ok(rowops::relu_backsub(a, g, p.lam_lo, p.lam_up, p.mu_up))
+    }
+    fn diag_backsub(
+        &self,
+        a: &CpuMat<T>,
+        g: &Geom,
+        m: (&Vec<T>, &Vec<T>),
+        c: (&Vec<T>, &Vec<T>),
+    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        Ok(rowops::diag_backsub(a, g, (m.0, m.1), (c.0, c.1)))
+    }
+    fn concretize(&self, a: &CpuMat<T>, g: &Geom, lo: &Vec<T>, hi: &Vec<T>) -> BResult<Vec<f64>> {
+        Ok(rowops::concretize(a, g, lo, hi))
+    }
+    fn compact(&self, a: &CpuMat<T>, _g: &Geom, keep: &[u32]) -> BResult<CpuMat<T>> {
+        Ok(rowops::compact(a, keep))
+    }
+    fn add_into(&self, dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geom) -> BResult<()> {
+        rowops::add_into(dst, dg, src, sg);
+        Ok(())
+    }
+    fn slice_cols(&self, a: &CpuMat<T>, start: usize, len: usize) -> BResult<CpuMat<T>> {
+        Ok(rowops::slice_cols(a, start, len))
+    }
+    fn forward_dense(
+        &self,
+        w: &Vec<T>,
+        b: &Vec<T>,
+        n_in: usize,
+        x: (&Vec<T>, &Vec<T>),
+        model: FloatModel,
+    ) -> BResult<AffineForward<Vec<T>>> {
+        Ok(forward::forward_dense(w, b, n_in, x.0, x.1, model))
+    }
+    fn forward_conv(
+        &self,
+        conv: &Conv2d,
+        w: &Vec<T>,
+        b: &Vec<T>,
+        input: Shape,
+        x: (&Vec<T>, &Vec<T>),
+        model: FloatModel,
+    ) -> BResult<AffineForward<Vec<T>>> {
+        Ok(conv::forward_conv(conv, w, b, input, x.0, x.1, model))
+    }
+}

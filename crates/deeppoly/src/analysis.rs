@@ -3,7 +3,7 @@
 //! backsubstitution with early termination, then the property).
 
 use crate::backend::{BResult, Backend, BackendError};
-use crate::ir::{Network, NodeId, Op};
+use crate::ir::{Network, Op};
 use crate::property::{Counterexample, Outcome, Property, PropertyError, SubProblem, Verdict};
 use crate::relax::ReluLower;
 use polycert_interval::{FloatModel, Fp};
@@ -141,6 +141,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         Ok(Outcome { verdict, lower_bounds: first_bounds.unwrap_or_default(), seconds: start.elapsed().as_secs_f64() })
+    }
+
+    /// Certified bounds of every node's values over `input`, after the
+    /// forward pass and (if enabled) the refinement pass.
+    pub fn node_bounds(&self, input: &crate::property::InputBox) -> Result<Vec<(Vec<f64>, Vec<f64>)>, AnalysisError> {
+        let mut st = self.forward_pass(input)?;
+        if self.opts.refine {
+            self.refine_all(&mut st, self.opts.timeout.map(|t| Instant::now() + t))?;
+        }
+        Ok(st
+            .bounds
+            .iter()
+            .map(|b| (b.lo.iter().map(|v| v.to_f64_exact()).collect(), b.hi.iter().map(|v| v.to_f64_exact()).collect()))
+            .collect())
     }
 
     /// Lower bounds of every half-space row, and whether all disjuncts are

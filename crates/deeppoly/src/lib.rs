@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod backend;
 mod backsub;
+pub mod conformance;
 pub mod eval;
 mod forward;
 pub mod geom;
@@ -14,6 +15,7 @@ pub mod ir;
 mod passes;
 pub mod property;
 pub mod relax;
+pub mod testnets;
 
 pub use analysis::{AnalysisError, Analyzer, Options};
 pub use backend::{AffineForward, BResult, Backend, BackendError, ConvParams, ReluParams};

@@ -1,0 +1,141 @@
+//! Row-wise operations: the ReLU and diagonal steps, concretization,
+//! compaction and the residual merge.
+
+use crate::util::{CpuMat, for_each_in_window, lower_of, min_product, mul_outward};
+use polycert_deeppoly::Geom;
+use polycert_interval::{Fp, Interval, fp};
+use rayon::prelude::*;
+
+fn rows_mut<T: Fp>(m: &mut CpuMat<T>) -> impl IndexedParallelIterator<Item = (usize, (&mut [T], &mut [T]))> {
+    let c = m.cols.max(1);
+    m.lo.par_chunks_mut(c).zip(m.hi.par_chunks_mut(c)).enumerate()
+}
+
+/// The ReLU step. Coefficients collapse to their lower end (`y ≥ 0`).
+pub fn relu_backsub<T: Fp>(a: &CpuMat<T>, g: &Geom, lam_lo: &[T], lam_up: &[T], mu_up: &[T]) -> (CpuMat<T>, Vec<f64>) {
+    let mut out = CpuMat::zeros(a.rows, a.cols);
+    let cols = a.cols;
+    let cst = rows_mut(&mut out)
+        .map(|(r, (olo, ohi))| {
+            let alo = &a.lo[r * cols..(r + 1) * cols];
+            let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
+            for_each_in_window(g, r, |j, i| {
+                let al = alo[j];
+                if al == T::zero() {
+                    return;
+                }
+                let lam = if al > T::zero() { lam_lo[i] } else { lam_up[i] };
+                (olo[j], ohi[j]) = mul_outward(al, lam);
+                if al < T::zero() && mu_up[i] != T::zero() {
+                    s += al.to_f64_exact() * mu_up[i].to_f64_exact();
+                    m += (al.to_f64_exact() * mu_up[i].to_f64_exact()).abs();
+                    n += 1;
+                }
+            });
+            lower_of(n, s, m)
+        })
+        .collect();
+    (out, cst)
+}
+
+/// The diagonal step through `y = x·m + c`.
+pub fn diag_backsub<T: Fp>(a: &CpuMat<T>, g: &Geom, m: (&[T], &[T]), c: (&[T], &[T])) -> (CpuMat<T>, Vec<f64>) {
+    let mut out = CpuMat::zeros(a.rows, a.cols);
+    let cols = a.cols;
+    let cst = rows_mut(&mut out)
+        .map(|(r, (olo, ohi))| {
+            let (alo, ahi) = (&a.lo[r * cols..(r + 1) * cols], &a.hi[r * cols..(r + 1) * cols]);
+            let (mut s, mut mg, mut n) = (0.0, 0.0, 0usize);
+            for_each_in_window(g, r, |j, i| {
+                if alo[j] == T::zero() && ahi[j] == T::zero() {
+                    return;
+                }
+                let ai = Interval::new_unchecked(alo[j], ahi[j]);
+                let p = ai.mul(Interval::new_unchecked(m.0[i], m.1[i]));
+                (olo[j], ohi[j]) = (p.lo(), p.hi());
+                let (q, g2) = min_product(alo[j].to_f64_exact(), ahi[j].to_f64_exact(), c.0[i].to_f64_exact(), c.1[i].to_f64_exact());
+                s += q;
+                mg += g2;
+                n += 1;
+            });
+            lower_of(n, s, mg)
+        })
+        .collect();
+    (out, cst)
+}
+
+/// Lower bound of `Σ a_j·x_j` per row over `x ∈ [lo, hi]`.
+pub fn concretize<T: Fp>(a: &CpuMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64> {
+    let cols = a.cols;
+    (0..a.rows)
+        .into_par_iter()
+        .map(|r| {
+            let (alo, ahi) = (&a.lo[r * cols..(r + 1) * cols], &a.hi[r * cols..(r + 1) * cols]);
+            let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
+            if g.is_full() {
+                for j in 0..cols {
+                    let (p, q) =
+                        min_product(alo[j].to_f64_exact(), ahi[j].to_f64_exact(), lo[j].to_f64_exact(), hi[j].to_f64_exact());
+                    s += p;
+                    m += q;
+                }
+                n = cols;
+            } else {
+                for_each_in_window(g, r, |j, i| {
+                    let (p, q) =
+                        min_product(alo[j].to_f64_exact(), ahi[j].to_f64_exact(), lo[i].to_f64_exact(), hi[i].to_f64_exact());
+                    s += p;
+                    m += q;
+                    n += 1;
+                });
+            }
+            lower_of(n, s, m)
+        })
+        .collect()
+}
+
+/// Keeps the listed rows.
+pub fn compact<T: Fp>(a: &CpuMat<T>, keep: &[u32]) -> CpuMat<T> {
+    let c = a.cols;
+    let mut out = CpuMat { rows: keep.len(), cols: c, lo: Vec::with_capacity(keep.len() * c), hi: Vec::with_capacity(keep.len() * c) };
+    for &r in keep {
+        let r = r as usize;
+        out.lo.extend_from_slice(&a.lo[r * c..(r + 1) * c]);
+        out.hi.extend_from_slice(&a.hi[r * c..(r + 1) * c]);
+    }
+    out
+}
+
+/// `dst += src`, placing each source window inside the destination window.
+pub fn add_into<T: Fp>(dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geom) {
+    let (sc, (dh, dw)) = (src.cols, dg.win);
+    let shape = dg.shape;
+    rows_mut(dst).for_each(|(r, (olo, ohi))| {
+        let (slo, shi) = (&src.lo[r * sc..(r + 1) * sc], &src.hi[r * sc..(r + 1) * sc]);
+        let (oy, ox) = dg.offsets[r];
+        let (_, sw) = sg.win;
+        for_each_in_window(sg, r, |j, i| {
+            if slo[j] == T::zero() && shi[j] == T::zero() {
+                return;
+            }
+            let c = j / (sg.win.0 * sw);
+            let hw = i % (shape.h * shape.w);
+            let (ty, tx) = ((hw / shape.w) as i32 - oy, (hw % shape.w) as i32 - ox);
+            assert!(ty >= 0 && tx >= 0 && (ty as usize) < dh && (tx as usize) < dw, "add_into: source outside window");
+            let t = (c * dh + ty as usize) * dw + tx as usize;
+            olo[t] = fp::add_down(olo[t], slo[j]);
+            ohi[t] = fp::add_up(ohi[t], shi[j]);
+        });
+    });
+}
+
+/// Columns `[start, start+len)` of every row.
+pub fn slice_cols<T: Fp>(a: &CpuMat<T>, start: usize, len: usize) -> CpuMat<T> {
+    let mut out = CpuMat { rows: a.rows, cols: len, lo: Vec::with_capacity(a.rows * len), hi: Vec::with_capacity(a.rows * len) };
+    for r in 0..a.rows {
+        let o = r * a.cols + start;
+        out.lo.extend_from_slice(&a.lo[o..o + len]);
+        out.hi.extend_from_slice(&a.hi[o..o + len]);
+    }
+    out
+}

@@ -1,0 +1,78 @@
+//! Small shared pieces: matrices, window iteration, outward products.
+
+use polycert_deeppoly::Geom;
+use polycert_interval::{Fp, fp};
+
+/// An interval matrix in two planes, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuMat<T> {
+    pub rows: usize,
+    pub cols: usize,
+    pub lo: Vec<T>,
+    pub hi: Vec<T>,
+}
+
+impl<T: Fp> CpuMat<T> {
+    pub fn zeros(rows: usize, cols: usize) -> Self {
+        Self { rows, cols, lo: vec![T::zero(); rows * cols], hi: vec![T::zero(); rows * cols] }
+    }
+}
+
+/// Valid window range `[w0, w1)` along one axis for a row at `off` over a
+/// node of extent `size`.
+#[inline]
+pub fn valid(off: i32, win: usize, size: usize) -> (usize, usize) {
+    let w0 = (-off).max(0) as usize;
+    let w1 = (size as i64 - off as i64).clamp(0, win as i64) as usize;
+    (w0.min(w1), w1)
+}
+
+/// Calls `f(col, neuron)` for every in-range position of row `r`.
+#[inline]
+pub fn for_each_in_window(g: &Geom, r: usize, mut f: impl FnMut(usize, usize)) {
+    let s = g.shape;
+    let (wh, ww) = g.win;
+    let (oy, ox) = g.offsets[r];
+    let (y0, y1) = valid(oy, wh, s.h);
+    let (x0, x1) = valid(ox, ww, s.w);
+    for c in 0..s.c {
+        for wy in y0..y1 {
+            let gy = (oy + wy as i32) as usize;
+            let col = (c * wh + wy) * ww;
+            let idx = (c * s.h + gy) * s.w;
+            for wx in x0..x1 {
+                let gx = (ox + wx as i32) as usize;
+                f(col + wx, idx + gx);
+            }
+        }
+    }
+}
+
+/// Outward product `a·b` as `(down, up)`.
+#[inline(always)]
+pub fn mul_outward<T: Fp>(a: T, b: T) -> (T, T) {
+    if std::mem::size_of::<T>() == 4 {
+        let p = a.to_f64_exact() * b.to_f64_exact(); // exact
+        (fp::from_f64_down(p), fp::from_f64_up(p))
+    } else {
+        (fp::mul_down(a, b), fp::mul_up(a, b))
+    }
+}
+
+/// Lower end and magnitude of `[al, ah]·[bl, bh]` in f64 (round-to-nearest;
+/// the caller widens the sum).
+#[inline(always)]
+pub fn min_product(al: f64, ah: f64, bl: f64, bh: f64) -> (f64, f64) {
+    if al == 0.0 && ah == 0.0 {
+        return (0.0, 0.0);
+    }
+    let p = (al * bl).min(al * bh).min(ah * bl).min(ah * bh);
+    let mag = al.abs().max(ah.abs()) * bl.abs().max(bh.abs());
+    (p, mag)
+}
+
+/// Sound lower bound of an accumulated sum of `n` terms.
+#[inline]
+pub fn lower_of(n: usize, sum: f64, mag: f64) -> f64 {
+    polycert_interval::Widening::for_terms(n).apply(sum, sum, mag).0
+}

@@ -1,0 +1,160 @@
+//! The backend conformance suite. Every backend instantiates it unchanged:
+//!
+//! ```ignore
+//! polycert_deeppoly::backend_conformance_tests!(polycert_backend_cpu::CpuBackend::default());
+//! ```
+
+use crate::analysis::{Analyzer, Options};
+use crate::backend::Backend;
+use crate::eval::eval_all;
+use crate::ir::{Network, Shape};
+use crate::property::{InputBox, Property, Verdict};
+use crate::testnets::{SplitMix, densify, random_mlp, random_resnet, two_two};
+use polycert_interval::Fp;
+
+fn opts() -> Options {
+    Options::default()
+}
+
+/// The paper's 2-2-2-2 example: `u` of the second affine layer's first
+/// neuron is 1.25 and the lower bound of `y_1 − y_2` is 1.
+pub fn two_two_example<B: Backend<T>, T: Fp>(be: &B) {
+    let net = two_two();
+    let a = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare");
+    let input = InputBox::new(vec![0.0; 2], vec![0.5; 2]).expect("box");
+    let b = a.node_bounds(&input).expect("bounds");
+    let u = b[3].1[0];
+    assert!((1.25..1.25 + 1e-5).contains(&u), "u(dense2[0]) = {u}");
+    let prop = Property::robustness("2222", input, 0, 2).expect("prop");
+    let out = a.analyze(&prop).expect("analyze");
+    let lb = out.lower_bounds[0];
+    assert!((1.0 - 1e-5..=1.0).contains(&lb), "lb(y1 - y2) = {lb}");
+    assert_eq!(out.verdict, Verdict::Verified);
+}
+
+/// The windowed conv path and its dense re-implementation agree.
+pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64) {
+    let mut rng = SplitMix(seed);
+    let net = random_resnet(&mut rng, Shape::new(2, 7, 7), 3, 4);
+    let (dense, map) = densify(&net);
+    let input = random_box(&mut rng, 2 * 49, 0.05);
+    // Exact network: the float-inference error term depends on the term
+    // count, which densifying changes (zero weights count as terms).
+    // Without early termination: rows stop at different steps otherwise.
+    let o = Options { network_float: crate::FloatModel::EXACT, early_termination: false, ..opts() };
+    let a = Analyzer::<B, T>::new(&net, be, o.clone()).expect("prepare");
+    let d = Analyzer::<B, T>::new(&dense, be, o).expect("prepare");
+    let (bs, bd) = (a.node_bounds(&input).expect("sparse"), d.node_bounds(&input).expect("dense"));
+    let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-9 };
+    for (i, (lo, hi)) in bs.iter().enumerate() {
+        let (dl, dh) = &bd[map[i]];
+        for j in 0..lo.len() {
+            let ok = |x: f64, y: f64| (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs()));
+            assert!(ok(lo[j], dl[j]) && ok(hi[j], dh[j]), "node {i} neuron {j}: [{}, {}] vs [{}, {}]", lo[j], hi[j], dl[j], dh[j]);
+        }
+    }
+}
+
+fn random_box(rng: &mut SplitMix, n: usize, eps: f64) -> InputBox {
+    let c: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+    InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).expect("box")
+}
+
+fn robust_label(net: &Network, input: &InputBox) -> usize {
+    let y = crate::eval::eval::<f64>(net, &input.centre());
+    (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap_or(0)
+}
+
+/// Early termination and row chunking do not change verdicts.
+pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B) {
+    let mut rng = SplitMix(7);
+    let mut verified = 0;
+    for k in 0..12 {
+        let net = if k % 2 == 0 { random_mlp(&mut rng, &[6, 16, 16, 4]) } else { random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3) };
+        let n_in = net.input_shape().numel();
+        let input = random_box(&mut rng, n_in, 0.002 * (1 + k % 4) as f64);
+        let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel()).expect("prop");
+        let on = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare").analyze(&prop).expect("run");
+        let off = Analyzer::<B, T>::new(&net, be, Options { early_termination: false, ..opts() }).expect("prepare").analyze(&prop).expect("run");
+        let tiny = Analyzer::<B, T>::new(&net, be, Options { memory_budget: Some(1), ..opts() }).expect("prepare").analyze(&prop).expect("run");
+        assert_eq!(on.verdict, off.verdict, "net {k}");
+        assert_eq!(on.verdict, tiny.verdict, "net {k}");
+        assert_eq!(on.lower_bounds, tiny.lower_bounds, "net {k}: chunking changed bounds");
+        verified += (on.verdict == Verdict::Verified) as usize;
+    }
+    assert!(verified >= 2, "too few verified ({verified}) for the test to mean anything");
+}
+
+/// Concrete inference at random points and corners stays inside every
+/// node's certified bounds, in f64 and in float32.
+pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B) {
+    let mut rng = SplitMix(11);
+    for k in 0..6 {
+        let net = if k % 2 == 0 { random_mlp(&mut rng, &[5, 12, 12, 3]) } else { random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3) };
+        let n_in = net.input_shape().numel();
+        let input = random_box(&mut rng, n_in, 0.05);
+        let b = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare").node_bounds(&input).expect("bounds");
+        for t in 0..40 {
+            let x: Vec<f64> = (0..n_in)
+                .map(|i| {
+                    let (l, h) = (input.lo[i], input.hi[i]);
+                    if t < 10 { if rng.below(2) == 0 { l } else { h } } else { l + (h - l) * rng.unit() }
+                })
+                .collect();
+            let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            let in_box = x32.iter().enumerate().all(|(i, &v)| (v as f64) >= input.lo[i] && (v as f64) <= input.hi[i]);
+            let v64 = eval_all::<f64>(&net, &x);
+            let v32 = eval_all::<f32>(&net, &x32);
+            for (n, (lo, hi)) in b.iter().enumerate() {
+                for j in 0..lo.len() {
+                    assert!(lo[j] <= v64[n][j] && v64[n][j] <= hi[j], "net {k} node {n}[{j}]: {} not in [{}, {}]", v64[n][j], lo[j], hi[j]);
+                    if in_box {
+                        let v = v32[n][j] as f64;
+                        assert!(lo[j] <= v && v <= hi[j], "net {k} node {n}[{j}] f32: {v} not in [{}, {}]", lo[j], hi[j]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Instantiates the conformance suite for a backend expression.
+#[macro_export]
+macro_rules! backend_conformance_tests {
+    ($make:expr) => {
+        #[test]
+        fn two_two_example_f32() {
+            $crate::conformance::two_two_example::<_, f32>(&$make);
+        }
+        #[test]
+        fn two_two_example_f64() {
+            $crate::conformance::two_two_example::<_, f64>(&$make);
+        }
+        #[test]
+        fn sparse_conv_equals_dense_f64() {
+            for seed in 1..4 {
+                $crate::conformance::sparse_equals_dense::<_, f64>(&$make, seed);
+            }
+        }
+        #[test]
+        fn sparse_conv_equals_dense_f32() {
+            $crate::conformance::sparse_equals_dense::<_, f32>(&$make, 5);
+        }
+        #[test]
+        fn early_termination_same_verdicts_f64() {
+            $crate::conformance::early_termination_same_verdicts::<_, f64>(&$make);
+        }
+        #[test]
+        fn early_termination_same_verdicts_f32() {
+            $crate::conformance::early_termination_same_verdicts::<_, f32>(&$make);
+        }
+        #[test]
+        fn points_inside_bounds_f64() {
+            $crate::conformance::points_inside_bounds::<_, f64>(&$make);
+        }
+        #[test]
+        fn points_inside_bounds_f32() {
+            $crate::conformance::points_inside_bounds::<_, f32>(&$make);
+        }
+    };
+}

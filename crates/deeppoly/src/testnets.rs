@@ -1,0 +1,137 @@
+//! Small deterministic networks for tests and benchmarks (shared by every
+//! backend's conformance suite).
+
+use crate::ir::{Conv2d, Network, NodeId, Op, Shape};
+
+/// A tiny deterministic generator (SplitMix64), to avoid a dependency.
+#[derive(Debug, Clone)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in `[-a, a]`, rounded to f32 so both precisions hold it exactly.
+    pub fn weight(&mut self, a: f64) -> f64 {
+        ((self.unit() * 2.0 - 1.0) * a) as f32 as f64
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// The 2-2-2-2 example of the DeepPoly and GPUPoly papers.
+pub fn two_two() -> Network {
+    let mut n = Network::new(Shape::flat(2));
+    let w12 = vec![1.0, 1.0, 1.0, -1.0];
+    let d1 = n.push("dense1", Op::Dense { weight: w12.clone(), bias: vec![0.0; 2], out: 2 }, &[0]).expect("valid");
+    let r1 = n.push("relu1", Op::Relu, &[d1]).expect("valid");
+    let d2 = n.push("dense2", Op::Dense { weight: w12, bias: vec![0.0; 2], out: 2 }, &[r1]).expect("valid");
+    let r2 = n.push("relu2", Op::Relu, &[d2]).expect("valid");
+    n.push("dense3", Op::Dense { weight: vec![1.0, 1.0, 0.0, 1.0], bias: vec![1.0, 0.0], out: 2 }, &[r2]).expect("valid");
+    n
+}
+
+/// A random fully connected ReLU network.
+pub fn random_mlp(rng: &mut SplitMix, widths: &[usize]) -> Network {
+    let mut n = Network::new(Shape::flat(widths[0]));
+    let mut x = 0;
+    for (i, w) in widths.windows(2).enumerate() {
+        let a = (2.0 / w[0] as f64).sqrt() * 1.5;
+        let weight = (0..w[0] * w[1]).map(|_| rng.weight(a)).collect();
+        let bias = (0..w[1]).map(|_| rng.weight(0.1)).collect();
+        x = n.push(format!("dense{i}"), Op::Dense { weight, bias, out: w[1] }, &[x]).expect("valid");
+        if i + 2 < widths.len() {
+            x = n.push(format!("relu{i}"), Op::Relu, &[x]).expect("valid");
+        }
+    }
+    n
+}
+
+fn rand_conv(rng: &mut SplitMix, c_in: usize, c_out: usize, k: usize, s: usize, p: usize) -> Conv2d {
+    let a = (2.0 / (c_in * k * k) as f64).sqrt() * 1.5;
+    Conv2d {
+        weight: (0..c_out * c_in * k * k).map(|_| rng.weight(a)).collect(),
+        bias: (0..c_out).map(|_| rng.weight(0.1)).collect(),
+        c_out,
+        kernel: (k, k),
+        stride: (s, s),
+        pad: (p, p, p, p),
+    }
+}
+
+/// A small residual conv network: conv, relu, two branches (two convs /
+/// one strided conv) merged by Add, relu, flatten, dense.
+pub fn random_resnet(rng: &mut SplitMix, input: Shape, width: usize, n_out: usize) -> Network {
+    let mut n = Network::new(input);
+    let c1 = n.push("conv1", Op::Conv2d(rand_conv(rng, input.c, width, 3, 1, 1)), &[0]).expect("valid");
+    let r1 = n.push("relu1", Op::Relu, &[c1]).expect("valid");
+    let a1 = n.push("block_a1", Op::Conv2d(rand_conv(rng, width, width, 3, 2, 1)), &[r1]).expect("valid");
+    let ar = n.push("block_relu", Op::Relu, &[a1]).expect("valid");
+    let a2 = n.push("block_a2", Op::Conv2d(rand_conv(rng, width, width, 3, 1, 1)), &[ar]).expect("valid");
+    let b1 = n.push("block_b", Op::Conv2d(rand_conv(rng, width, width, 1, 2, 0)), &[r1]).expect("valid");
+    let add = n.push("add", Op::Add, &[a2, b1]).expect("valid");
+    let r2 = n.push("relu2", Op::Relu, &[add]).expect("valid");
+    let s = n.node(r2).shape;
+    let f = n.reshape("flatten", r2, Shape::flat(s.numel())).expect("valid");
+    let weight = (0..n_out * s.numel()).map(|_| rng.weight((2.0 / s.numel() as f64).sqrt())).collect();
+    n.push("fc", Op::Dense { weight, bias: vec![0.0; n_out], out: n_out }, &[f]).expect("valid");
+    n
+}
+
+/// The same network with every conv replaced by an equivalent dense layer
+/// (between reshapes): the dense reference for the windowed path. Also
+/// returns where each original node went.
+pub fn densify(net: &Network) -> (Network, Vec<NodeId>) {
+    let mut out = Network::new(net.input_shape());
+    let mut map: Vec<NodeId> = vec![0];
+    for node in &net.nodes()[1..] {
+        let ins: Vec<NodeId> = node.inputs.iter().map(|&i| map[i]).collect();
+        let id = match &node.op {
+            Op::Conv2d(c) => {
+                let si = net.node(node.inputs[0]).shape;
+                let so = node.shape;
+                let (n_in, n_o) = (si.numel(), so.numel());
+                let mut weight = vec![0.0; n_in * n_o];
+                let mut bias = vec![0.0; n_o];
+                for co in 0..so.c {
+                    for oy in 0..so.h {
+                        for ox in 0..so.w {
+                            let o = (co * so.h + oy) * so.w + ox;
+                            bias[o] = c.bias[co];
+                            for ci in 0..si.c {
+                                for ky in 0..c.kernel.0 {
+                                    for kx in 0..c.kernel.1 {
+                                        let iy = (oy * c.stride.0 + ky) as isize - c.pad.0 as isize;
+                                        let ix = (ox * c.stride.1 + kx) as isize - c.pad.1 as isize;
+                                        if iy < 0 || ix < 0 || iy >= si.h as isize || ix >= si.w as isize {
+                                            continue;
+                                        }
+                                        let i = (ci * si.h + iy as usize) * si.w + ix as usize;
+                                        weight[o * n_in + i] =
+                                            c.weight[((co * si.c + ci) * c.kernel.0 + ky) * c.kernel.1 + kx];
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                let f = out.reshape(format!("{}_flat", node.name), ins[0], Shape::flat(n_in)).expect("valid");
+                let d = out.push(&node.name, Op::Dense { weight, bias, out: n_o }, &[f]).expect("valid");
+                out.reshape(format!("{}_unflat", node.name), d, so).expect("valid")
+            }
+            Op::Reshape => out.reshape(&node.name, ins[0], node.shape).expect("valid"),
+            op => out.push(&node.name, op.clone(), &ins).expect("valid"),
+        };
+        map.push(id);
+    }
+    (out, map)
+}
