@@ -31,7 +31,14 @@ pub fn split<T: Fp>(rows: Vec<[T; 4]>) -> AffineForward<Vec<T>> {
     f
 }
 
-pub fn forward_dense<T: Fp>(w: &[T], b: &[T], n_in: usize, xlo: &[T], xhi: &[T], model: FloatModel) -> AffineForward<Vec<T>> {
+pub fn forward_dense<T: Fp>(
+    w: &[T],
+    b: &[T],
+    n_in: usize,
+    xlo: &[T],
+    xhi: &[T],
+    model: FloatModel,
+) -> AffineForward<Vec<T>> {
     let rows = (0..b.len())
         .into_par_iter()
         .map(|i| {

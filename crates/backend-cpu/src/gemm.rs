@@ -16,41 +16,44 @@ pub fn dense_backsub<T: Fp>(a: &CpuMat<T>, w: &[T], n_in: usize, b_lo: &[T], b_h
     assert_eq!(w.len(), n_out * n_in, "dense_backsub: weight shape");
     let mut out = CpuMat::zeros(a.rows, n_in);
     let block_len = ROW_BLOCK * n_in.max(1);
-    out.lo
-        .par_chunks_mut(block_len)
-        .zip(out.hi.par_chunks_mut(block_len))
-        .enumerate()
-        .for_each(|(bi, (olo, ohi))| {
-            let r0 = bi * ROW_BLOCK;
-            let nr = olo.len() / n_in.max(1);
-            let tile = COL_TILE.min(n_in.max(1));
-            let mut acc = vec![0.0f64; 3 * nr * tile];
-            for c0 in (0..n_in).step_by(tile) {
-                let tw = tile.min(n_in - c0);
-                acc.iter_mut().for_each(|v| *v = 0.0);
-                for k in 0..n_out {
-                    let wk = &w[k * n_in + c0..k * n_in + c0 + tw];
-                    for r in 0..nr {
-                        let i = (r0 + r) * n_out + k;
-                        let (al, ah) = (a.lo[i], a.hi[i]);
-                        if al == T::zero() && ah == T::zero() {
-                            continue;
-                        }
-                        let base = 3 * r * tile;
-                        let (lo, rest) = acc[base..base + 3 * tile].split_at_mut(tile);
-                        let (hi, mag) = rest.split_at_mut(tile);
-                        kernels::axpy(lo, hi, mag, Interval::new_unchecked(al, ah), wk);
-                    }
-                }
+    out.lo.par_chunks_mut(block_len).zip(out.hi.par_chunks_mut(block_len)).enumerate().for_each(|(bi, (olo, ohi))| {
+        let r0 = bi * ROW_BLOCK;
+        let nr = olo.len() / n_in.max(1);
+        let tile = COL_TILE.min(n_in.max(1));
+        let mut acc = vec![0.0f64; 3 * nr * tile];
+        for c0 in (0..n_in).step_by(tile) {
+            let tw = tile.min(n_in - c0);
+            acc.iter_mut().for_each(|v| *v = 0.0);
+            for k in 0..n_out {
+                let wk = &w[k * n_in + c0..k * n_in + c0 + tw];
                 for r in 0..nr {
+                    let i = (r0 + r) * n_out + k;
+                    let (al, ah) = (a.lo[i], a.hi[i]);
+                    if al == T::zero() && ah == T::zero() {
+                        continue;
+                    }
                     let base = 3 * r * tile;
-                    let (lo, rest) = acc[base..base + 3 * tile].split_at(tile);
-                    let (hi, mag) = rest.split_at(tile);
-                    let o = r * n_in + c0;
-                    kernels::finish_planes(n_out, &lo[..tw], &hi[..tw], &mag[..tw], &mut olo[o..o + tw], &mut ohi[o..o + tw]);
+                    let (lo, rest) = acc[base..base + 3 * tile].split_at_mut(tile);
+                    let (hi, mag) = rest.split_at_mut(tile);
+                    kernels::axpy(lo, hi, mag, Interval::new_unchecked(al, ah), wk);
                 }
             }
-        });
+            for r in 0..nr {
+                let base = 3 * r * tile;
+                let (lo, rest) = acc[base..base + 3 * tile].split_at(tile);
+                let (hi, mag) = rest.split_at(tile);
+                let o = r * n_in + c0;
+                kernels::finish_planes(
+                    n_out,
+                    &lo[..tw],
+                    &hi[..tw],
+                    &mag[..tw],
+                    &mut olo[o..o + tw],
+                    &mut ohi[o..o + tw],
+                );
+            }
+        }
+    });
     let cst = (0..a.rows)
         .into_par_iter()
         .map(|r| {

@@ -68,13 +68,26 @@ impl<T: Fp> Backend<T> for CpuBackend {
     fn mat_zeros(&self, rows: usize, cols: usize) -> BResult<CpuMat<T>> {
         Ok(CpuMat::zeros(rows, cols))
     }
-    fn dense_backsub(&self, a: &CpuMat<T>, w: &Vec<T>, n_in: usize, b_lo: &Vec<T>, b_hi: &Vec<T>) -> BResult<(CpuMat<T>, Vec<f64>)> {
+    fn dense_backsub(
+        &self,
+        a: &CpuMat<T>,
+        w: &Vec<T>,
+        n_in: usize,
+        b_lo: &Vec<T>,
+        b_hi: &Vec<T>,
+    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
         if w.len() != a.cols * n_in {
             return Err(BackendError::Failure(format!("dense_backsub: {} weights for {}x{n_in}", w.len(), a.cols)));
         }
         Ok(gemm::dense_backsub(a, w, n_in, b_lo, b_hi))
     }
-    fn conv_backsub(&self, a: &CpuMat<T>, g: &Geom, p: &ConvParams<'_, Self, T>, out: &Geom) -> BResult<(CpuMat<T>, Vec<f64>)> {
+    fn conv_backsub(
+        &self,
+        a: &CpuMat<T>,
+        g: &Geom,
+        p: &ConvParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
         Ok(conv::conv_backsub(a, g, p.conv, p.weight, p.bias_lo, p.bias_hi, out))
     }
     fn relu_backsub(&self, a: &CpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(CpuMat<T>, Vec<f64>)> {

@@ -53,7 +53,12 @@ pub fn diag_backsub<T: Fp>(a: &CpuMat<T>, g: &Geom, m: (&[T], &[T]), c: (&[T], &
                 let ai = Interval::new_unchecked(alo[j], ahi[j]);
                 let p = ai.mul(Interval::new_unchecked(m.0[i], m.1[i]));
                 (olo[j], ohi[j]) = (p.lo(), p.hi());
-                let (q, g2) = min_product(alo[j].to_f64_exact(), ahi[j].to_f64_exact(), c.0[i].to_f64_exact(), c.1[i].to_f64_exact());
+                let (q, g2) = min_product(
+                    alo[j].to_f64_exact(),
+                    ahi[j].to_f64_exact(),
+                    c.0[i].to_f64_exact(),
+                    c.1[i].to_f64_exact(),
+                );
                 s += q;
                 mg += g2;
                 n += 1;
@@ -74,16 +79,24 @@ pub fn concretize<T: Fp>(a: &CpuMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64
             let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
             if g.is_full() {
                 for j in 0..cols {
-                    let (p, q) =
-                        min_product(alo[j].to_f64_exact(), ahi[j].to_f64_exact(), lo[j].to_f64_exact(), hi[j].to_f64_exact());
+                    let (p, q) = min_product(
+                        alo[j].to_f64_exact(),
+                        ahi[j].to_f64_exact(),
+                        lo[j].to_f64_exact(),
+                        hi[j].to_f64_exact(),
+                    );
                     s += p;
                     m += q;
                 }
                 n = cols;
             } else {
                 for_each_in_window(g, r, |j, i| {
-                    let (p, q) =
-                        min_product(alo[j].to_f64_exact(), ahi[j].to_f64_exact(), lo[i].to_f64_exact(), hi[i].to_f64_exact());
+                    let (p, q) = min_product(
+                        alo[j].to_f64_exact(),
+                        ahi[j].to_f64_exact(),
+                        lo[i].to_f64_exact(),
+                        hi[i].to_f64_exact(),
+                    );
                     s += p;
                     m += q;
                     n += 1;
@@ -97,7 +110,12 @@ pub fn concretize<T: Fp>(a: &CpuMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64
 /// Keeps the listed rows.
 pub fn compact<T: Fp>(a: &CpuMat<T>, keep: &[u32]) -> CpuMat<T> {
     let c = a.cols;
-    let mut out = CpuMat { rows: keep.len(), cols: c, lo: Vec::with_capacity(keep.len() * c), hi: Vec::with_capacity(keep.len() * c) };
+    let mut out = CpuMat {
+        rows: keep.len(),
+        cols: c,
+        lo: Vec::with_capacity(keep.len() * c),
+        hi: Vec::with_capacity(keep.len() * c),
+    };
     for &r in keep {
         let r = r as usize;
         out.lo.extend_from_slice(&a.lo[r * c..(r + 1) * c]);
@@ -131,7 +149,8 @@ pub fn add_into<T: Fp>(dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geo
 
 /// Columns `[start, start+len)` of every row.
 pub fn slice_cols<T: Fp>(a: &CpuMat<T>, start: usize, len: usize) -> CpuMat<T> {
-    let mut out = CpuMat { rows: a.rows, cols: len, lo: Vec::with_capacity(a.rows * len), hi: Vec::with_capacity(a.rows * len) };
+    let mut out =
+        CpuMat { rows: a.rows, cols: len, lo: Vec::with_capacity(a.rows * len), hi: Vec::with_capacity(a.rows * len) };
     for r in 0..a.rows {
         let o = r * a.cols + start;
         out.lo.extend_from_slice(&a.lo[o..o + len]);

@@ -22,6 +22,8 @@ pub struct Options {
     /// Bytes for expression matrices (default: the backend's budget).
     pub memory_budget: Option<usize>,
     pub timeout: Option<Duration>,
+    /// PGD steps tried when the analysis cannot prove a sub-problem (0: none).
+    pub attack_steps: usize,
 }
 
 impl Default for Options {
@@ -33,10 +35,13 @@ impl Default for Options {
             refine: true,
             memory_budget: None,
             timeout: None,
+            attack_steps: 20,
         }
     }
 }
 
+/// Lower and upper bounds of a node's values.
+pub type NodeBounds = (Vec<f64>, Vec<f64>);
 
 /// Why an analysis could not run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -136,7 +141,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let proved = r.1;
             first_bounds.get_or_insert(r.0);
             if !proved {
-                verdict = Verdict::Unknown;
+                verdict = match self.opts.attack_steps {
+                    0 => Verdict::Unknown,
+                    n => crate::attack::pgd(self.net, sp, n).map_or(Verdict::Unknown, Verdict::Falsified),
+                };
                 break;
             }
         }
@@ -145,7 +153,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// Certified bounds of every node's values over `input`, after the
     /// forward pass and (if enabled) the refinement pass.
-    pub fn node_bounds(&self, input: &crate::property::InputBox) -> Result<Vec<(Vec<f64>, Vec<f64>)>, AnalysisError> {
+    pub fn node_bounds(&self, input: &crate::property::InputBox) -> Result<Vec<NodeBounds>, AnalysisError> {
         let mut st = self.forward_pass(input)?;
         if self.opts.refine {
             self.refine_all(&mut st, self.opts.timeout.map(|t| Instant::now() + t))?;
@@ -159,7 +167,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// Lower bounds of every half-space row, and whether all disjuncts are
     /// proved infeasible.
-    fn analyze_subproblem(&self, sp: &SubProblem, deadline: Option<Instant>) -> Result<(Vec<f64>, bool), AnalysisError> {
+    fn analyze_subproblem(
+        &self,
+        sp: &SubProblem,
+        deadline: Option<Instant>,
+    ) -> Result<(Vec<f64>, bool), AnalysisError> {
         let mut st = self.forward_pass(&sp.input)?;
         let (mut lbs, mut proved) = self.prove_output(&mut st, sp, deadline)?;
         if !proved && self.opts.refine {
@@ -186,16 +198,5 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 /// Checks the box centre in float32 inference against the unsafe region.
 fn falsify_centre(net: &Network, sp: &SubProblem) -> Option<Counterexample> {
     let x: Vec<f32> = sp.input.centre().iter().map(|&v| v as f32).collect();
-    // The rounded centre must still lie in the box.
-    if x.iter().zip(sp.input.lo.iter().zip(&sp.input.hi)).any(|(&v, (&l, &h))| (v as f64) < l || (v as f64) > h) {
-        return None;
-    }
-    let y = crate::eval::eval::<f32>(net, &x);
-    let unsafe_ = sp.unsafe_region.iter().any(|conj| {
-        conj.iter().all(|h| {
-            let y64: Vec<f64> = y.iter().map(|&v| v as f64).collect();
-            polycert_interval::dot_scalar(&h.c, &y64).hi() <= h.d
-        })
-    });
-    unsafe_.then(|| Counterexample { input: x, output: y, checked_with: "float32, sequential sums".into() })
+    crate::attack::check_f32(net, sp, &x)
 }

@@ -62,8 +62,22 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let end = (start + chunk).min(n);
             let idx: Vec<u32> = (start as u32..end as u32).collect();
             let geom = rows.geom.select(&idx);
-            let m = self.backend.mat_from_host(end - start, cols, &rows.lo[start * cols..end * cols], &rows.hi[start * cols..end * cols])?;
-            let lbs = self.backsub_chunk(st, rows.start, geom, m, rows.cst[start..end].to_vec(), &rows.group[start..end], goal, deadline)?;
+            let m = self.backend.mat_from_host(
+                end - start,
+                cols,
+                &rows.lo[start * cols..end * cols],
+                &rows.hi[start * cols..end * cols],
+            )?;
+            let lbs = self.backsub_chunk(
+                st,
+                rows.start,
+                geom,
+                m,
+                rows.cst[start..end].to_vec(),
+                &rows.group[start..end],
+                goal,
+                deadline,
+            )?;
             out.extend(lbs);
             start = end;
         }
@@ -113,8 +127,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     break;
                 }
                 if !done_groups.is_empty() {
-                    let keep: Vec<u32> =
-                        (0..orig.len() as u32).filter(|&r| !done_groups.contains(&group[orig[r as usize] as usize])).collect();
+                    let keep: Vec<u32> = (0..orig.len() as u32)
+                        .filter(|&r| !done_groups.contains(&group[orig[r as usize] as usize]))
+                        .collect();
                     if keep.is_empty() {
                         break;
                     }
@@ -139,7 +154,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// Adds an expression part into the pending set (residual merge).
-    fn merge(&self, pending: &mut Pending<Geom, B::Mat>, node: NodeId, g: Geom, m: B::Mat) -> Result<(), AnalysisError> {
+    fn merge(
+        &self,
+        pending: &mut Pending<Geom, B::Mat>,
+        node: NodeId,
+        g: Geom,
+        m: B::Mat,
+    ) -> Result<(), AnalysisError> {
         let be = self.backend;
         match pending.remove(&node) {
             None => {
@@ -228,7 +249,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// (the paper's equations 5 and 9), for one row.
     pub(crate) fn predict_row_bytes(&self, start: NodeId, geom: &Geom) -> usize {
         let elem = std::mem::size_of::<T>();
-        let one = Geom { shape: geom.shape, win: geom.win, offsets: vec![geom.offsets.first().copied().unwrap_or((0, 0))] };
+        let one =
+            Geom { shape: geom.shape, win: geom.win, offsets: vec![geom.offsets.first().copied().unwrap_or((0, 0))] };
         let mut pending: BTreeMap<NodeId, Geom> = BTreeMap::new();
         pending.insert(start, one);
         let mut peak = 0;

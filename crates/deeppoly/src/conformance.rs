@@ -50,7 +50,14 @@ pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64) {
         let (dl, dh) = &bd[map[i]];
         for j in 0..lo.len() {
             let ok = |x: f64, y: f64| (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs()));
-            assert!(ok(lo[j], dl[j]) && ok(hi[j], dh[j]), "node {i} neuron {j}: [{}, {}] vs [{}, {}]", lo[j], hi[j], dl[j], dh[j]);
+            assert!(
+                ok(lo[j], dl[j]) && ok(hi[j], dh[j]),
+                "node {i} neuron {j}: [{}, {}] vs [{}, {}]",
+                lo[j],
+                hi[j],
+                dl[j],
+                dh[j]
+            );
         }
     }
 }
@@ -70,13 +77,24 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B) {
     let mut rng = SplitMix(7);
     let mut verified = 0;
     for k in 0..12 {
-        let net = if k % 2 == 0 { random_mlp(&mut rng, &[6, 16, 16, 4]) } else { random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3) };
+        let net = if k % 2 == 0 {
+            random_mlp(&mut rng, &[6, 16, 16, 4])
+        } else {
+            random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3)
+        };
         let n_in = net.input_shape().numel();
         let input = random_box(&mut rng, n_in, 0.002 * (1 + k % 4) as f64);
-        let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel()).expect("prop");
+        let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
+            .expect("prop");
         let on = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare").analyze(&prop).expect("run");
-        let off = Analyzer::<B, T>::new(&net, be, Options { early_termination: false, ..opts() }).expect("prepare").analyze(&prop).expect("run");
-        let tiny = Analyzer::<B, T>::new(&net, be, Options { memory_budget: Some(1), ..opts() }).expect("prepare").analyze(&prop).expect("run");
+        let off = Analyzer::<B, T>::new(&net, be, Options { early_termination: false, ..opts() })
+            .expect("prepare")
+            .analyze(&prop)
+            .expect("run");
+        let tiny = Analyzer::<B, T>::new(&net, be, Options { memory_budget: Some(1), ..opts() })
+            .expect("prepare")
+            .analyze(&prop)
+            .expect("run");
         assert_eq!(on.verdict, off.verdict, "net {k}");
         assert_eq!(on.verdict, tiny.verdict, "net {k}");
         assert_eq!(on.lower_bounds, tiny.lower_bounds, "net {k}: chunking changed bounds");
@@ -90,7 +108,11 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B) {
 pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B) {
     let mut rng = SplitMix(11);
     for k in 0..6 {
-        let net = if k % 2 == 0 { random_mlp(&mut rng, &[5, 12, 12, 3]) } else { random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3) };
+        let net = if k % 2 == 0 {
+            random_mlp(&mut rng, &[5, 12, 12, 3])
+        } else {
+            random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3)
+        };
         let n_in = net.input_shape().numel();
         let input = random_box(&mut rng, n_in, 0.05);
         let b = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare").node_bounds(&input).expect("bounds");
@@ -107,10 +129,21 @@ pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B) {
             let v32 = eval_all::<f32>(&net, &x32);
             for (n, (lo, hi)) in b.iter().enumerate() {
                 for j in 0..lo.len() {
-                    assert!(lo[j] <= v64[n][j] && v64[n][j] <= hi[j], "net {k} node {n}[{j}]: {} not in [{}, {}]", v64[n][j], lo[j], hi[j]);
+                    assert!(
+                        lo[j] <= v64[n][j] && v64[n][j] <= hi[j],
+                        "net {k} node {n}[{j}]: {} not in [{}, {}]",
+                        v64[n][j],
+                        lo[j],
+                        hi[j]
+                    );
                     if in_box {
                         let v = v32[n][j] as f64;
-                        assert!(lo[j] <= v && v <= hi[j], "net {k} node {n}[{j}] f32: {v} not in [{}, {}]", lo[j], hi[j]);
+                        assert!(
+                            lo[j] <= v && v <= hi[j],
+                            "net {k} node {n}[{j}] f32: {v} not in [{}, {}]",
+                            lo[j],
+                            hi[j]
+                        );
                     }
                 }
             }

@@ -19,11 +19,26 @@ pub(crate) struct Bounds<T, Buf> {
 pub(crate) enum Step<Buf> {
     None,
     /// Constant interval of an affine layer (bias ± rounding).
-    Bias { lo: Buf, hi: Buf },
+    Bias {
+        lo: Buf,
+        hi: Buf,
+    },
     /// Per-neuron `y = x·m + c`.
-    Diag { m_lo: Buf, m_hi: Buf, c_lo: Buf, c_hi: Buf },
-    Relu { lam_lo: Buf, lam_up: Buf, mu_up: Buf },
+    Diag {
+        m_lo: Buf,
+        m_hi: Buf,
+        c_lo: Buf,
+        c_hi: Buf,
+    },
+    Relu {
+        lam_lo: Buf,
+        lam_up: Buf,
+        mu_up: Buf,
+    },
 }
+
+/// Bounds and backsubstitution data of one node.
+type NodeResult<T, Buf> = (Bounds<T, Buf>, Step<Buf>);
 
 /// Per-property state of an analysis.
 pub(crate) struct RunState<T, Buf> {
@@ -66,7 +81,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(())
     }
 
-    pub(crate) fn bounds_dev<'s>(&self, st: &'s mut RunState<T, B::Buf>, id: NodeId) -> Result<&'s (B::Buf, B::Buf), AnalysisError> {
+    pub(crate) fn bounds_dev<'s>(
+        &self,
+        st: &'s mut RunState<T, B::Buf>,
+        id: NodeId,
+    ) -> Result<&'s (B::Buf, B::Buf), AnalysisError> {
         let b = &mut st.bounds[id];
         if b.dev.is_none() {
             b.dev = Some(self.upload_pair(&b.lo, &b.hi)?);
@@ -87,7 +106,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(Step::Relu { lam_lo: be.upload(&a)?, lam_up: be.upload(&b)?, mu_up: be.upload(&c)? })
     }
 
-    fn forward_node(&self, st: &mut RunState<T, B::Buf>, id: NodeId) -> Result<(Bounds<T, B::Buf>, Step<B::Buf>), AnalysisError> {
+    fn forward_node(&self, st: &mut RunState<T, B::Buf>, id: NodeId) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let node = self.net.node(id);
         let be = self.backend;
         let model = self.opts.network_float;
@@ -115,7 +134,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             (Op::Add, _) => {
                 let (a, b) = (&st.bounds[x0], &st.bounds[node.inputs[1]]);
                 let n = a.lo.len();
-                let (mut lo, mut hi, mut elo, mut ehi) = (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
+                let (mut lo, mut hi, mut elo, mut ehi) =
+                    (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
                 for i in 0..n {
                     let l = fp::add_down(a.lo[i].to_f64_exact(), b.lo[i].to_f64_exact());
                     let h = fp::add_up(a.hi[i].to_f64_exact(), b.hi[i].to_f64_exact());
@@ -127,7 +147,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     elo[i] = -ehi[i];
                 }
                 let ones = vec![T::one(); n];
-                let step = Step::Diag { m_lo: be.upload(&ones)?, m_hi: be.upload(&ones)?, c_lo: be.upload(&elo)?, c_hi: be.upload(&ehi)? };
+                let step = Step::Diag {
+                    m_lo: be.upload(&ones)?,
+                    m_hi: be.upload(&ones)?,
+                    c_lo: be.upload(&elo)?,
+                    c_hi: be.upload(&ehi)?,
+                };
                 (host(lo, hi), step)
             }
             (Op::ChannelAffine { mul, add, float_ops }, _) => {
@@ -135,12 +160,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let hw = node.shape.h * node.shape.w;
                 let n = x.lo.len();
                 let (mut lo, mut hi) = (vec![T::zero(); n], vec![T::zero(); n]);
-                let (mut ml, mut mh, mut cl, mut ch) = (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
+                let (mut ml, mut mh, mut cl, mut ch) =
+                    (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
                 for i in 0..n {
                     let (m, c) = (mul[i / hw], add[i / hw]);
                     let xi = polycert_interval::Interval::new_unchecked(x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
                     let y = xi.mul(m) + c;
-                    let e = model.rounding_error_bound(*float_ops as usize, fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag()));
+                    let e = model
+                        .rounding_error_bound(*float_ops as usize, fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag()));
                     lo[i] = fp::from_f64_down(fp::sub_down(y.lo(), e));
                     hi[i] = fp::from_f64_up(fp::add_up(y.hi(), e));
                     ml[i] = fp::from_f64_down(m.lo());
@@ -148,7 +175,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     cl[i] = fp::from_f64_down(fp::sub_down(c.lo(), e));
                     ch[i] = fp::from_f64_up(fp::add_up(c.hi(), e));
                 }
-                let step = Step::Diag { m_lo: be.upload(&ml)?, m_hi: be.upload(&mh)?, c_lo: be.upload(&cl)?, c_hi: be.upload(&ch)? };
+                let step = Step::Diag {
+                    m_lo: be.upload(&ml)?,
+                    m_hi: be.upload(&mh)?,
+                    c_lo: be.upload(&cl)?,
+                    c_hi: be.upload(&ch)?,
+                };
                 (host(lo, hi), step)
             }
             _ => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),

@@ -62,7 +62,13 @@ impl Geom {
     /// Window through a conv (or pooling) step, eq. (5) and (7)-(8) of the
     /// paper with padding: `W' = (W − 1)·s + f`, `o' = o·s − p`. Switches to
     /// the full window once the window is as large as the input node.
-    pub fn through_window(&self, input: Shape, kernel: (usize, usize), stride: (usize, usize), pad: (usize, usize)) -> Self {
+    pub fn through_window(
+        &self,
+        input: Shape,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        pad: (usize, usize),
+    ) -> Self {
         let wh = (self.win.0 - 1) * stride.0 + kernel.0;
         let ww = (self.win.1 - 1) * stride.1 + kernel.1;
         // A window at least as large as the node holds all of each row's

@@ -61,7 +61,11 @@ pub struct Pool {
 pub enum Op {
     Input,
     /// `y = W·x + b`, `W` row-major `[out][in]`.
-    Dense { weight: Vec<f64>, bias: Vec<f64>, out: usize },
+    Dense {
+        weight: Vec<f64>,
+        bias: Vec<f64>,
+        out: usize,
+    },
     Conv2d(Conv2d),
     Relu,
     /// Residual merge of two equally shaped inputs.
@@ -74,7 +78,11 @@ pub enum Op {
     /// Per-channel `y = x·mul + add`, with interval coefficients that
     /// enclose the exact ones; `float_ops` roundings happen in inference.
     /// BatchNorm and Normalize are built on this.
-    ChannelAffine { mul: Vec<Interval<f64>>, add: Vec<Interval<f64>>, float_ops: u32 },
+    ChannelAffine {
+        mul: Vec<Interval<f64>>,
+        add: Vec<Interval<f64>>,
+        float_ops: u32,
+    },
     /// Flatten or Reshape: the data is unchanged.
     Reshape,
 }

@@ -5,6 +5,7 @@
 //! linear algebra. It knows nothing of ONNX, CUDA or the command line.
 
 pub mod analysis;
+pub mod attack;
 pub mod backend;
 mod backsub;
 pub mod conformance;

@@ -47,7 +47,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Tightens the input bounds of every ReLU whose interval straddles 0,
     /// layer by layer in topological order, and re-runs the forward pass
     /// downstream after each layer.
-    pub(crate) fn refine_all(&self, st: &mut RunState<T, B::Buf>, deadline: Option<Instant>) -> Result<(), AnalysisError> {
+    pub(crate) fn refine_all(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        deadline: Option<Instant>,
+    ) -> Result<(), AnalysisError> {
         for r in 0..self.net.nodes().len() {
             if !matches!(self.net.node(r).op, Op::Relu) {
                 continue;
@@ -55,7 +59,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let p = self.net.node(r).inputs[0];
             let shape = self.net.node(p).shape;
             let b = &st.bounds[p];
-            let unstable: Vec<usize> = (0..b.lo.len()).filter(|&i| b.lo[i] < T::zero() && b.hi[i] > T::zero()).collect();
+            let unstable: Vec<usize> =
+                (0..b.lo.len()).filter(|&i| b.lo[i] < T::zero() && b.hi[i] > T::zero()).collect();
             if unstable.is_empty() {
                 continue;
             }

@@ -47,14 +47,14 @@ impl InputBox {
     /// of the two operations, so the box holds what a float32 pipeline feeds
     /// the network.
     pub fn linf(x: &[f64], eps: f64, clip: (f64, f64), mean: &[f64], std: &[f64]) -> Result<Self, PropertyError> {
-        if !(eps >= 0.0) || !eps.is_finite() {
+        if eps.is_nan() || eps < 0.0 || !eps.is_finite() {
             return Err(PropertyError(format!("eps must be finite and >= 0, got {eps}")));
         }
-        if mean.len() != std.len() || std.iter().any(|&s| !(s > 0.0) || !s.is_finite()) {
+        if mean.len() != std.len() || std.iter().any(|&s| s.is_nan() || s <= 0.0 || !s.is_finite()) {
             return Err(PropertyError("mean/std must have equal lengths and std > 0".into()));
         }
         let channels = mean.len().max(1);
-        if x.len() % channels != 0 {
+        if !x.len().is_multiple_of(channels) {
             return Err(PropertyError(format!("{} inputs do not split into {channels} channels", x.len())));
         }
         let per = x.len() / channels;
@@ -106,7 +106,12 @@ pub struct Property {
 
 impl Property {
     /// Robustness: `y_label − y_j > 0` for every `j ≠ label`.
-    pub fn robustness(name: impl Into<String>, input: InputBox, label: usize, n_out: usize) -> Result<Self, PropertyError> {
+    pub fn robustness(
+        name: impl Into<String>,
+        input: InputBox,
+        label: usize,
+        n_out: usize,
+    ) -> Result<Self, PropertyError> {
         if label >= n_out {
             return Err(PropertyError(format!("label {label} out of range for {n_out} outputs")));
         }
@@ -130,7 +135,10 @@ impl Property {
             }
             for h in sp.unsafe_region.iter().flatten() {
                 if h.c.len() != n_out {
-                    return Err(PropertyError(format!("output constraint has {} terms, the model has {n_out} outputs", h.c.len())));
+                    return Err(PropertyError(format!(
+                        "output constraint has {} terms, the model has {n_out} outputs",
+                        h.c.len()
+                    )));
                 }
             }
         }

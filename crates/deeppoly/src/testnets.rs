@@ -36,7 +36,8 @@ pub fn two_two() -> Network {
     let r1 = n.push("relu1", Op::Relu, &[d1]).expect("valid");
     let d2 = n.push("dense2", Op::Dense { weight: w12, bias: vec![0.0; 2], out: 2 }, &[r1]).expect("valid");
     let r2 = n.push("relu2", Op::Relu, &[d2]).expect("valid");
-    n.push("dense3", Op::Dense { weight: vec![1.0, 1.0, 0.0, 1.0], bias: vec![1.0, 0.0], out: 2 }, &[r2]).expect("valid");
+    n.push("dense3", Op::Dense { weight: vec![1.0, 1.0, 0.0, 1.0], bias: vec![1.0, 0.0], out: 2 }, &[r2])
+        .expect("valid");
     n
 }
 

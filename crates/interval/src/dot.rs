@@ -24,9 +24,9 @@ pub struct FloatModel {
 
 impl FloatModel {
     /// A network evaluated in IEEE float32 (round-to-nearest).
-    pub const F32: Self = Self { unit_roundoff: 5.960464477539063e-8, min_subnormal: 1.401298464324817e-45 };
+    pub const F32: Self = Self { unit_roundoff: 5.960464477539063e-8, min_subnormal: f32::from_bits(1) as f64 };
     /// A network evaluated in IEEE float64.
-    pub const F64: Self = Self { unit_roundoff: 1.1102230246251565e-16, min_subnormal: 4.9406564584124654e-324 };
+    pub const F64: Self = Self { unit_roundoff: 1.1102230246251565e-16, min_subnormal: f64::from_bits(1) };
     /// The exact real network: no rounding to enclose.
     pub const EXACT: Self = Self { unit_roundoff: 0.0, min_subnormal: 0.0 };
 

@@ -11,9 +11,7 @@ use num_traits::Float;
 use std::fmt::{Debug, Display};
 
 /// A binary IEEE float usable as an interval endpoint (f32 or f64).
-pub trait Fp:
-    Float + Debug + Display + Default + Send + Sync + 'static + std::iter::Sum
-{
+pub trait Fp: Float + Debug + Display + Default + Send + Sync + 'static + std::iter::Sum {
     /// Unit roundoff u = 2^-p of round-to-nearest.
     const UNIT_ROUNDOFF: f64;
     /// Smallest positive subnormal.
@@ -36,7 +34,7 @@ pub trait Fp:
 
 impl Fp for f32 {
     const UNIT_ROUNDOFF: f64 = 5.960464477539063e-8; // 2^-24
-    const MIN_SUBNORMAL: f32 = 1.0e-45;
+    const MIN_SUBNORMAL: f32 = f32::from_bits(1);
     const EFT_SAFE_MIN: f32 = 1.0e-29; // > 2^-126 * 2^24 * 4
     const NAME: &'static str = "f32";
     #[inline(always)]
@@ -63,7 +61,7 @@ impl Fp for f32 {
 
 impl Fp for f64 {
     const UNIT_ROUNDOFF: f64 = 1.1102230246251565e-16; // 2^-53
-    const MIN_SUBNORMAL: f64 = 5.0e-324;
+    const MIN_SUBNORMAL: f64 = f64::from_bits(1);
     const EFT_SAFE_MIN: f64 = 1.0e-290; // > 2^-1022 * 2^53 * 4
     const NAME: &'static str = "f64";
     #[inline(always)]

@@ -1,7 +1,7 @@
 //! `Interval<T>`: a nonempty closed set of reals `[lo, hi]`, never NaN.
 
 use crate::fp::{self, Fp};
-use std::ops::{Add, Neg, Sub};
+use std::ops::{Add, Mul, Neg, Sub};
 
 /// Why a value cannot be an interval.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -73,17 +73,12 @@ impl<T: Fp> Interval<T> {
         self.hi
     }
 
-    /// Interval times interval.
+    /// Interval times interval (also available as `*`).
+    #[allow(clippy::should_implement_trait)]
     pub fn mul(self, o: Self) -> Self {
         let (a, b, c, d) = (self.lo, self.hi, o.lo, o.hi);
-        let lo = fp::mul_down(a, c)
-            .min(fp::mul_down(a, d))
-            .min(fp::mul_down(b, c))
-            .min(fp::mul_down(b, d));
-        let hi = fp::mul_up(a, c)
-            .max(fp::mul_up(a, d))
-            .max(fp::mul_up(b, c))
-            .max(fp::mul_up(b, d));
+        let lo = fp::mul_down(a, c).min(fp::mul_down(a, d)).min(fp::mul_down(b, c)).min(fp::mul_down(b, d));
+        let hi = fp::mul_up(a, c).max(fp::mul_up(a, d)).max(fp::mul_up(b, c)).max(fp::mul_up(b, d));
         Self { lo, hi }
     }
 
@@ -210,6 +205,14 @@ impl<T: Fp> Sub for Interval<T> {
     #[inline]
     fn sub(self, o: Self) -> Self {
         Self { lo: fp::sub_down(self.lo, o.hi), hi: fp::sub_up(self.hi, o.lo) }
+    }
+}
+
+impl<T: Fp> Mul for Interval<T> {
+    type Output = Self;
+    #[inline]
+    fn mul(self, o: Self) -> Self {
+        Interval::mul(self, o)
     }
 }
 

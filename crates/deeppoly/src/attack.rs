@@ -1,0 +1,189 @@
+//! Falsification: a short PGD attack on the IR (f64 gradients), with every
+//! candidate re-checked by plain float32 inference before it is reported.
+
+use crate::eval::{eval, eval_all};
+use crate::ir::{Network, Op};
+use crate::property::{Counterexample, SubProblem};
+
+/// Whether float32 inference at `x` lands in the unsafe region (checked
+/// with an exact enclosure of `c·y`, so rounding cannot fake a hit).
+pub fn check_f32(net: &Network, sp: &SubProblem, x: &[f32]) -> Option<Counterexample> {
+    let inside = x.iter().enumerate().all(|(i, &v)| (v as f64) >= sp.input.lo[i] && (v as f64) <= sp.input.hi[i]);
+    if !inside {
+        return None;
+    }
+    let y = eval::<f32>(net, x);
+    let y64: Vec<f64> = y.iter().map(|&v| v as f64).collect();
+    let hit =
+        sp.unsafe_region.iter().any(|conj| conj.iter().all(|h| polycert_interval::dot_scalar(&h.c, &y64).hi() <= h.d));
+    hit.then(|| Counterexample { input: x.to_vec(), output: y, checked_with: "float32, sequential sums".into() })
+}
+
+/// Gradient of `Σ g_out·y` with respect to the input, at `x`.
+fn input_gradient(net: &Network, x: &[f64], g_out: &[f64]) -> Vec<f64> {
+    let vals = eval_all::<f64>(net, x);
+    let mut grads: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
+    let last = net.output();
+    grads[last].copy_from_slice(g_out);
+    for id in (1..=last).rev() {
+        let node = net.node(id);
+        let g = std::mem::take(&mut grads[id]);
+        if g.iter().all(|&v| v == 0.0) {
+            continue;
+        }
+        let x0 = node.inputs[0];
+        match &node.op {
+            Op::Dense { weight, .. } => {
+                let n = vals[x0].len();
+                for (i, &gi) in g.iter().enumerate() {
+                    for j in 0..n {
+                        grads[x0][j] += gi * weight[i * n + j];
+                    }
+                }
+            }
+            Op::Conv2d(c) => {
+                let si = net.node(x0).shape;
+                let so = node.shape;
+                for co in 0..so.c {
+                    for oy in 0..so.h {
+                        for ox in 0..so.w {
+                            let gi = g[(co * so.h + oy) * so.w + ox];
+                            for ci in 0..si.c {
+                                for ky in 0..c.kernel.0 {
+                                    for kx in 0..c.kernel.1 {
+                                        let iy = (oy * c.stride.0 + ky) as isize - c.pad.0 as isize;
+                                        let ix = (ox * c.stride.1 + kx) as isize - c.pad.1 as isize;
+                                        if iy >= 0 && ix >= 0 && (iy as usize) < si.h && (ix as usize) < si.w {
+                                            let w = c.weight[((co * si.c + ci) * c.kernel.0 + ky) * c.kernel.1 + kx];
+                                            grads[x0][(ci * si.h + iy as usize) * si.w + ix as usize] += gi * w;
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            Op::Relu => {
+                for (j, &gi) in g.iter().enumerate() {
+                    if vals[x0][j] > 0.0 {
+                        grads[x0][j] += gi;
+                    }
+                }
+            }
+            Op::Add => {
+                for &k in &node.inputs {
+                    for (j, &gi) in g.iter().enumerate() {
+                        grads[k][j] += gi;
+                    }
+                }
+            }
+            Op::Reshape => {
+                for (j, &gi) in g.iter().enumerate() {
+                    grads[x0][j] += gi;
+                }
+            }
+            Op::ChannelAffine { mul, .. } => {
+                let hw = node.shape.h * node.shape.w;
+                for (j, &gi) in g.iter().enumerate() {
+                    grads[x0][j] += gi * mul[j / hw].midpoint();
+                }
+            }
+            Op::Concat => {
+                let mut off = 0;
+                for &k in &node.inputs {
+                    let n = grads[k].len();
+                    for j in 0..n {
+                        grads[k][j] += g[off + j];
+                    }
+                    off += n;
+                }
+            }
+            // Pooling and inputs: no gradient (the attack still tries the box centre and corners).
+            Op::MaxPool2d(_) | Op::AvgPool2d(_) | Op::Input => {}
+        }
+    }
+    std::mem::take(&mut grads[0])
+}
+
+/// Projected gradient descent on `max_k (c_k·y − d_k)` for each disjunct,
+/// from the box centre, with sign steps. Returns a float32-checked hit.
+pub fn pgd(net: &Network, sp: &SubProblem, steps: usize) -> Option<Counterexample> {
+    let (lo, hi) = (&sp.input.lo, &sp.input.hi);
+    let project = |x: &mut Vec<f64>| {
+        for i in 0..x.len() {
+            x[i] = x[i].clamp(lo[i], hi[i]);
+        }
+    };
+    let to_f32 = |x: &[f64]| -> Vec<f32> {
+        x.iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let f = v as f32;
+                // Keep the rounded point inside the box.
+                if (f as f64) < lo[i] {
+                    f.next_up()
+                } else if (f as f64) > hi[i] {
+                    f.next_down()
+                } else {
+                    f
+                }
+            })
+            .collect()
+    };
+    for conj in sp.unsafe_region.iter().take(16) {
+        let mut x = sp.input.centre();
+        for step in 0..steps {
+            let y = eval::<f64>(net, &x);
+            let (k, v) = conj
+                .iter()
+                .enumerate()
+                .map(|(k, h)| (k, h.c.iter().zip(&y).map(|(c, y)| c * y).sum::<f64>() - h.d))
+                .max_by(|a, b| a.1.total_cmp(&b.1))?;
+            if v <= 0.0
+                && let Some(cex) = check_f32(net, sp, &to_f32(&x))
+            {
+                return Some(cex);
+            }
+            let g = input_gradient(net, &x, &conj[k].c);
+            let alpha = 2.5 / steps as f64 * (1.0 - step as f64 / steps as f64 * 0.5);
+            for i in 0..x.len() {
+                x[i] -= alpha * (hi[i] - lo[i]) * g[i].signum();
+            }
+            project(&mut x);
+        }
+        if let Some(cex) = check_f32(net, sp, &to_f32(&x)) {
+            return Some(cex);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Shape;
+    use crate::property::{InputBox, Property};
+
+    /// y0 = x, y1 = 0.5 on x ∈ [0.4, 1]: the centre is safe for label 0,
+    /// the attack must find x < 0.5.
+    #[test]
+    fn pgd_finds_the_hidden_counterexample() {
+        let mut n = Network::new(Shape::flat(1));
+        n.push("d", Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 }, &[0]).unwrap();
+        let p = Property::robustness("p", InputBox::new(vec![0.4], vec![1.0]).unwrap(), 0, 2).unwrap();
+        let sp = &p.subproblems[0];
+        assert!(check_f32(&n, sp, &[0.7]).is_none());
+        let cex = pgd(&n, sp, 20).expect("counterexample");
+        assert!(cex.input[0] <= 0.5 && cex.input[0] >= 0.4, "{cex:?}");
+        assert!(cex.output[0] <= cex.output[1]);
+    }
+
+    #[test]
+    fn pgd_reports_nothing_for_a_robust_box() {
+        let mut n = Network::new(Shape::flat(1));
+        n.push("d", Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 }, &[0]).unwrap();
+        let p = Property::robustness("p", InputBox::new(vec![0.6], vec![1.0]).unwrap(), 0, 2).unwrap();
+        assert!(pgd(&n, &p.subproblems[0], 20).is_none());
+    }
+}
