@@ -1,4 +1,416 @@
 //! The CUDA backend of polycert: GPUPoly's kernels (tiled interval GEMM,
-//! windowed conv backsubstitution, ReLU step, concretization, row
-//! compaction) compiled at run time by NVRTC from `kernels/*.cu` and driven
-//! through cudarc. Not implemented yet: see the CUDA backend issue.
+//! windowed conv backsubstitution, ReLU and diagonal steps,
+//! concretization, row compaction, residual merge, forward pass), compiled
+//! at first use by NVRTC from `kernels/deeppoly.cu` and driven through
+//! cudarc. It builds everywhere; without a GPU, [`CudaBackend::new`]
+//! returns [`BackendError::Unavailable`].
+
+mod device;
+
+pub use device::{Device, KERNELS};
+
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use device::driver_err;
+use polycert_deeppoly::{
+    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, FloatModel, Geom, ReluParams, Shape,
+};
+use polycert_interval::{Fp, fp};
+
+/// Float types the kernels are instantiated for.
+pub trait GpuScalar: Fp + DeviceRepr + ValidAsZeroBits + Unpin {
+    const SUFFIX: &'static str;
+}
+impl GpuScalar for f32 {
+    const SUFFIX: &'static str = "f32";
+}
+impl GpuScalar for f64 {
+    const SUFFIX: &'static str = "f64";
+}
+
+/// Node shape and window, as the kernels take them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct KGeom {
+    c: i32,
+    h: i32,
+    w: i32,
+    wh: i32,
+    ww: i32,
+}
+unsafe impl DeviceRepr for KGeom {}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct KConv {
+    kh: i32,
+    kw: i32,
+    sh: i32,
+    sw: i32,
+    pt: i32,
+    pl: i32,
+}
+unsafe impl DeviceRepr for KConv {}
+
+fn kgeom(shape: Shape, win: (usize, usize)) -> KGeom {
+    KGeom { c: shape.c as i32, h: shape.h as i32, w: shape.w as i32, wh: win.0 as i32, ww: win.1 as i32 }
+}
+
+fn kconv(c: &Conv2d) -> KConv {
+    KConv {
+        kh: c.kernel.0 as i32,
+        kw: c.kernel.1 as i32,
+        sh: c.stride.0 as i32,
+        sw: c.stride.1 as i32,
+        pt: c.pad.0 as i32,
+        pl: c.pad.1 as i32,
+    }
+}
+
+/// A device vector with its logical length (allocations are never empty).
+pub struct GpuBuf<T> {
+    pub data: CudaSlice<T>,
+    pub len: usize,
+}
+
+/// An interval matrix on the GPU, two planes.
+pub struct GpuMat<T> {
+    pub rows: usize,
+    pub cols: usize,
+    pub lo: CudaSlice<T>,
+    pub hi: CudaSlice<T>,
+}
+
+/// The CUDA backend.
+pub struct CudaBackend {
+    dev: Device,
+    budget: Option<usize>,
+}
+
+const BLOCK: u32 = 256;
+
+fn grid_for(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n.div_ceil(BLOCK as usize)).max(1) as u32, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn per_row(rows: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows.max(1) as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+impl CudaBackend {
+    /// Opens GPU 0.
+    pub fn new() -> BResult<Self> {
+        Self::on_device(0)
+    }
+
+    pub fn on_device(ordinal: usize) -> BResult<Self> {
+        Ok(Self { dev: Device::open(ordinal)?, budget: None })
+    }
+
+    /// Caps the memory used for expression matrices.
+    pub fn with_budget(mut self, bytes: usize) -> Self {
+        self.budget = Some(bytes);
+        self
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    fn alloc<T: GpuScalar>(&self, n: usize) -> BResult<CudaSlice<T>> {
+        self.dev.stream.alloc_zeros::<T>(n.max(1)).map_err(|e| driver_err("allocation", e))
+    }
+
+    fn htod<T: DeviceRepr + Clone + Default + ValidAsZeroBits>(&self, v: &[T]) -> BResult<CudaSlice<T>> {
+        if v.is_empty() {
+            return self.dev.stream.alloc_zeros::<T>(1).map_err(|e| driver_err("allocation", e));
+        }
+        self.dev.stream.clone_htod(v).map_err(|e| driver_err("upload", e))
+    }
+
+    fn dtoh<T: DeviceRepr + Clone + Default>(&self, s: &CudaSlice<T>, n: usize) -> BResult<Vec<T>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut v = self.dev.stream.clone_dtoh(s).map_err(|e| driver_err("download", e))?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    fn offsets(&self, g: &Geom) -> BResult<CudaSlice<i32>> {
+        let flat: Vec<i32> = g.offsets.iter().flat_map(|&(y, x)| [y, x]).collect();
+        self.htod(&flat)
+    }
+
+    fn check(&self, what: &str) -> BResult<()> {
+        self.dev.stream.synchronize().map_err(|e| driver_err(what, e))
+    }
+
+    /// Per-row lower bound of `Σ a_j·[xlo, xhi]` (also the constant terms).
+    fn row_lower<T: GpuScalar>(
+        &self,
+        a: &GpuMat<T>,
+        g: &Geom,
+        xlo: &CudaSlice<T>,
+        xhi: &CudaSlice<T>,
+    ) -> BResult<Vec<f64>> {
+        let out = self.alloc::<f64>(a.rows)?;
+        let off = self.offsets(g)?;
+        let kg = kgeom(g.shape, g.win);
+        let f = self.dev.func("concretize", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        b.arg(&a.lo).arg(&a.hi).arg(&kg).arg(&off).arg(xlo).arg(xhi).arg(&out);
+        unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("concretize", e))?;
+        self.dtoh(&out, a.rows)
+    }
+}
+
+impl<T: GpuScalar> Backend<T> for CudaBackend {
+    type Buf = GpuBuf<T>;
+    type Mat = GpuMat<T>;
+
+    fn name(&self) -> String {
+        format!("cuda ({})", self.dev.name)
+    }
+
+    fn memory_budget(&self) -> usize {
+        self.budget.unwrap_or_else(|| self.dev.free_memory() / 3)
+    }
+
+    fn upload(&self, data: &[T]) -> BResult<GpuBuf<T>> {
+        Ok(GpuBuf { data: self.htod(data)?, len: data.len() })
+    }
+
+    fn download(&self, buf: &GpuBuf<T>) -> BResult<Vec<T>> {
+        self.dtoh(&buf.data, buf.len)
+    }
+
+    fn mat_from_host(&self, rows: usize, cols: usize, lo: &[T], hi: &[T]) -> BResult<GpuMat<T>> {
+        if lo.len() != rows * cols || hi.len() != lo.len() {
+            return Err(BackendError::Failure(format!("matrix planes do not match {rows}x{cols}")));
+        }
+        Ok(GpuMat { rows, cols, lo: self.htod(lo)?, hi: self.htod(hi)? })
+    }
+
+    fn mat_to_host(&self, m: &GpuMat<T>) -> BResult<(Vec<T>, Vec<T>)> {
+        Ok((self.dtoh(&m.lo, m.rows * m.cols)?, self.dtoh(&m.hi, m.rows * m.cols)?))
+    }
+
+    fn mat_rows(&self, m: &GpuMat<T>) -> usize {
+        m.rows
+    }
+
+    fn mat_zeros(&self, rows: usize, cols: usize) -> BResult<GpuMat<T>> {
+        Ok(GpuMat { rows, cols, lo: self.alloc(rows * cols)?, hi: self.alloc(rows * cols)? })
+    }
+
+    fn dense_backsub(
+        &self,
+        a: &GpuMat<T>,
+        w: &GpuBuf<T>,
+        n_in: usize,
+        b_lo: &GpuBuf<T>,
+        b_hi: &GpuBuf<T>,
+    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let n_out = a.cols;
+        if w.len != n_out * n_in {
+            return Err(BackendError::Failure(format!("dense_backsub: {} weights for {n_out}x{n_in}", w.len)));
+        }
+        let out: GpuMat<T> = self.mat_zeros(a.rows, n_in)?;
+        if a.rows > 0 && n_in > 0 {
+            let cfg = LaunchConfig {
+                grid_dim: (n_in.div_ceil(64) as u32, a.rows.div_ceil(64) as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (rows, no, ni) = (a.rows as i32, n_out as i32, n_in as i32);
+            let f = self.dev.func("dense_backsub", T::SUFFIX);
+            let mut b = self.dev.stream.launch_builder(f);
+            b.arg(&a.lo).arg(&a.hi).arg(&w.data).arg(&out.lo).arg(&out.hi).arg(&rows).arg(&no).arg(&ni);
+            unsafe { b.launch(cfg) }.map_err(|e| driver_err("dense_backsub", e))?;
+        }
+        let g = Geom::full(Shape::flat(n_out), a.rows);
+        let cst = self.row_lower(a, &g, &b_lo.data, &b_hi.data)?;
+        Ok((out, cst))
+    }
+
+    fn conv_backsub(
+        &self,
+        a: &GpuMat<T>,
+        g: &Geom,
+        p: &ConvParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let res: GpuMat<T> = self.mat_zeros(a.rows, out.cols())?;
+        let n = a.rows * out.cols();
+        if n > 0 {
+            let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
+            let (gi, go, kc, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(p.conv), a.rows as i32);
+            let f = self.dev.func("conv_backsub", T::SUFFIX);
+            let mut b = self.dev.stream.launch_builder(f);
+            b.arg(&a.lo).arg(&a.hi).arg(&gi).arg(&offi).arg(&p.weight.data).arg(&kc).arg(&go).arg(&offo);
+            b.arg(&res.lo).arg(&res.hi).arg(&rows);
+            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("conv_backsub", e))?;
+        }
+        let cst = self.row_lower(a, g, &p.bias_lo.data, &p.bias_hi.data)?;
+        Ok((res, cst))
+    }
+
+    fn relu_backsub(&self, a: &GpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let out: GpuMat<T> = self.mat_zeros(a.rows, a.cols)?;
+        let cst = self.alloc::<f64>(a.rows)?;
+        let off = self.offsets(g)?;
+        let kg = kgeom(g.shape, g.win);
+        let f = self.dev.func("relu_backsub", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        b.arg(&a.lo).arg(&kg).arg(&off).arg(&p.lam_lo.data).arg(&p.lam_up.data).arg(&p.mu_up.data);
+        b.arg(&out.lo).arg(&out.hi).arg(&cst);
+        if a.rows > 0 {
+            unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("relu_backsub", e))?;
+        }
+        Ok((out, self.dtoh(&cst, a.rows)?))
+    }
+
+    fn diag_backsub(
+        &self,
+        a: &GpuMat<T>,
+        g: &Geom,
+        m: (&GpuBuf<T>, &GpuBuf<T>),
+        c: (&GpuBuf<T>, &GpuBuf<T>),
+    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let out: GpuMat<T> = self.mat_zeros(a.rows, a.cols)?;
+        let cst = self.alloc::<f64>(a.rows)?;
+        let off = self.offsets(g)?;
+        let kg = kgeom(g.shape, g.win);
+        let f = self.dev.func("diag_backsub", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        b.arg(&a.lo).arg(&a.hi).arg(&kg).arg(&off).arg(&m.0.data).arg(&m.1.data).arg(&c.0.data).arg(&c.1.data);
+        b.arg(&out.lo).arg(&out.hi).arg(&cst);
+        if a.rows > 0 {
+            unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("diag_backsub", e))?;
+        }
+        Ok((out, self.dtoh(&cst, a.rows)?))
+    }
+
+    fn concretize(&self, a: &GpuMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<Vec<f64>> {
+        if a.rows == 0 {
+            return Ok(Vec::new());
+        }
+        self.row_lower(a, g, &lo.data, &hi.data)
+    }
+
+    fn compact(&self, a: &GpuMat<T>, _g: &Geom, keep: &[u32]) -> BResult<GpuMat<T>> {
+        let out: GpuMat<T> = self.mat_zeros(keep.len(), a.cols)?;
+        let n = keep.len() * a.cols;
+        if n > 0 {
+            let k = self.htod(keep)?;
+            let (nk, cols) = (keep.len() as i32, a.cols as u64);
+            let f = self.dev.func("compact", T::SUFFIX);
+            let mut b = self.dev.stream.launch_builder(f);
+            b.arg(&a.lo).arg(&a.hi).arg(&k).arg(&nk).arg(&cols).arg(&out.lo).arg(&out.hi);
+            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("compact", e))?;
+        }
+        Ok(out)
+    }
+
+    fn add_into(&self, dst: &mut GpuMat<T>, dg: &Geom, src: &GpuMat<T>, sg: &Geom) -> BResult<()> {
+        let n = src.rows * src.cols;
+        if n == 0 {
+            return Ok(());
+        }
+        let (od, os) = (self.offsets(dg)?, self.offsets(sg)?);
+        let (kd, ks, rows) = (kgeom(dg.shape, dg.win), kgeom(sg.shape, sg.win), src.rows as i32);
+        let f = self.dev.func("add_into", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        b.arg(&mut dst.lo).arg(&mut dst.hi).arg(&kd).arg(&od).arg(&src.lo).arg(&src.hi).arg(&ks).arg(&os).arg(&rows);
+        unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("add_into", e))?;
+        Ok(())
+    }
+
+    fn slice_cols(&self, a: &GpuMat<T>, start: usize, len: usize) -> BResult<GpuMat<T>> {
+        let out: GpuMat<T> = self.mat_zeros(a.rows, len)?;
+        let n = a.rows * len;
+        if n > 0 {
+            let (rows, cols, st, ln) = (a.rows as i32, a.cols as u64, start as u64, len as u64);
+            let f = self.dev.func("slice_cols", T::SUFFIX);
+            let mut b = self.dev.stream.launch_builder(f);
+            b.arg(&a.lo).arg(&a.hi).arg(&rows).arg(&cols).arg(&st).arg(&ln).arg(&out.lo).arg(&out.hi);
+            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("slice_cols", e))?;
+        }
+        Ok(out)
+    }
+
+    fn forward_dense(
+        &self,
+        w: &GpuBuf<T>,
+        bias: &GpuBuf<T>,
+        n_in: usize,
+        x: (&GpuBuf<T>, &GpuBuf<T>),
+        model: FloatModel,
+    ) -> BResult<AffineForward<GpuBuf<T>>> {
+        let n_out = bias.len;
+        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(n_out)).collect::<BResult<_>>()?;
+        let gamma = model.gamma(n_in + 1);
+        let eta = fp::mul_up((n_in + 2) as f64, model.min_subnormal);
+        let (ni, no) = (n_in as i32, n_out as i32);
+        let f = self.dev.func("forward_dense", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        b.arg(&w.data).arg(&bias.data).arg(&ni).arg(&no).arg(&x.0.data).arg(&x.1.data).arg(&gamma).arg(&eta);
+        b.arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
+        if n_out > 0 {
+            unsafe { b.launch(grid_for(32 * n_out)) }.map_err(|e| driver_err("forward_dense", e))?;
+        }
+        self.check("forward_dense")?;
+        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: n_out });
+        let mut next = || it.next().expect("four outputs");
+        Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
+    }
+
+    fn forward_conv(
+        &self,
+        conv: &Conv2d,
+        w: &GpuBuf<T>,
+        bias: &GpuBuf<T>,
+        input: Shape,
+        x: (&GpuBuf<T>, &GpuBuf<T>),
+        model: FloatModel,
+    ) -> BResult<AffineForward<GpuBuf<T>>> {
+        let (kh, kw) = conv.kernel;
+        let ho = (input.h + conv.pad.0 + conv.pad.2 - kh) / conv.stride.0 + 1;
+        let wo = (input.w + conv.pad.1 + conv.pad.3 - kw) / conv.stride.1 + 1;
+        let n = conv.c_out * ho * wo;
+        let max_terms = input.c * kh * kw + 2;
+        let gammas: Vec<f64> = (0..=max_terms).map(|k| model.gamma(k)).collect();
+        let gam = self.htod(&gammas)?;
+        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(n)).collect::<BResult<_>>()?;
+        let (gi, kc) = (kgeom(input, (input.h, input.w)), kconv(conv));
+        let (co, hoi, woi, eta) = (conv.c_out as i32, ho as i32, wo as i32, model.min_subnormal);
+        let f = self.dev.func("forward_conv", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        b.arg(&w.data).arg(&bias.data).arg(&gi).arg(&kc).arg(&co).arg(&hoi).arg(&woi).arg(&x.0.data).arg(&x.1.data);
+        b.arg(&gam).arg(&eta).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
+        if n > 0 {
+            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("forward_conv", e))?;
+        }
+        self.check("forward_conv")?;
+        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: n });
+        let mut next = || it.next().expect("four outputs");
+        Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
+    }
+}
+
+/// For tests: the backend, or `None` (with a notice) on a machine without a
+/// GPU. With `POLYCERT_REQUIRE_GPU=1` a missing GPU fails the test instead.
+pub fn test_backend() -> Option<CudaBackend> {
+    match CudaBackend::new() {
+        Ok(b) => Some(b),
+        Err(e) if std::env::var_os("POLYCERT_REQUIRE_GPU").is_some() => panic!("GPU required: {e}"),
+        Err(e) => {
+            eprintln!("skipping CUDA test: {e}");
+            None
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The CUDA device: context, stream, and the kernels compiled once per
+//! process by NVRTC (fmad off, no flush-to-zero).
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
+use polycert_deeppoly::BackendError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The kernel sources, embedded.
+pub const KERNELS: &str = include_str!("../../../kernels/deeppoly.cu");
+
+/// Every kernel, instantiated for `f32` and `f64`.
+pub const KERNEL_NAMES: &[&str] = &[
+    "dense_backsub",
+    "conv_backsub",
+    "concretize",
+    "relu_backsub",
+    "diag_backsub",
+    "compact",
+    "add_into",
+    "slice_cols",
+    "forward_dense",
+    "forward_conv",
+];
+
+pub fn driver_err(what: &str, e: DriverError) -> BackendError {
+    if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        BackendError::OutOfMemory(format!("{what}: {e:?}"))
+    } else {
+        BackendError::Failure(format!("{what}: {e:?}"))
+    }
+}
+
+/// PTX per architecture, compiled once for the life of the process.
+fn ptx_for(arch: &'static str) -> Result<Ptx, BackendError> {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, Ptx>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut map = cache.lock().map_err(|_| BackendError::Failure("PTX cache poisoned".into()))?;
+    if let Some(p) = map.get(arch) {
+        return Ok(p.clone());
+    }
+    let opts = CompileOptions {
+        fmad: Some(false),
+        ftz: Some(false),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        arch: Some(arch),
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(KERNELS, opts)
+        .map_err(|e| BackendError::Failure(format!("NVRTC failed to compile kernels/deeppoly.cu: {e:?}")))?;
+    map.insert(arch, ptx.clone());
+    Ok(ptx)
+}
+
+fn arch_name(major: i32, minor: i32) -> &'static str {
+    match (major, minor) {
+        (7, 0) => "compute_70",
+        (7, 5) => "compute_75",
+        (8, 0) => "compute_80",
+        (8, 6) => "compute_86",
+        (8, 9) => "compute_89",
+        (9, 0) => "compute_90",
+        (10, 0) => "compute_100",
+        (12, 0) => "compute_120",
+        (m, n) => Box::leak(format!("compute_{m}{n}").into_boxed_str()),
+    }
+}
+
+/// An initialised GPU with its kernels loaded.
+pub struct Device {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub name: String,
+    _module: Arc<CudaModule>,
+    funcs: HashMap<String, CudaFunction>,
+}
+
+impl Device {
+    /// Opens GPU `ordinal`, or says clearly why it cannot.
+    pub fn open(ordinal: usize) -> Result<Self, BackendError> {
+        // Creating a context panics when libcuda is missing: check first.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(BackendError::Unavailable("no CUDA driver (libcuda) found on this machine".into()));
+        }
+        let n = CudaContext::device_count().map_err(|e| BackendError::Unavailable(format!("CUDA driver: {e:?}")))?;
+        if n <= ordinal as i32 {
+            return Err(BackendError::Unavailable(format!("no CUDA GPU {ordinal} (found {n})")));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| BackendError::Unavailable(format!("CUDA context: {e:?}")))?;
+        let (major, minor) = ctx.compute_capability().map_err(|e| driver_err("compute capability", e))?;
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(BackendError::Unavailable("NVRTC (libnvrtc) not found: it compiles polycert's kernels".into()));
+        }
+        let ptx = ptx_for(arch_name(major, minor))?;
+        let module = ctx.load_module(ptx).map_err(|e| driver_err("loading kernels", e))?;
+        let mut funcs = HashMap::new();
+        for base in KERNEL_NAMES {
+            for s in ["f32", "f64"] {
+                let name = format!("{base}_{s}");
+                let f = module.load_function(&name).map_err(|e| driver_err(&name, e))?;
+                funcs.insert(name, f);
+            }
+        }
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let stream = ctx.default_stream();
+        Ok(Self { ctx, stream, name, _module: module, funcs })
+    }
+
+    pub fn func(&self, base: &str, suffix: &str) -> &CudaFunction {
+        &self.funcs[&format!("{base}_{suffix}")]
+    }
+
+    /// Free device memory in bytes.
+    pub fn free_memory(&self) -> usize {
+        self.ctx.mem_get_info().map(|(free, _)| free).unwrap_or(0)
+    }
+}
