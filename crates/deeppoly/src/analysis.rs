@@ -61,7 +61,28 @@ pub enum AnalysisError {
 /// Parameters of one node, uploaded to the backend.
 pub(crate) enum Params<Buf> {
     None,
-    Affine { w: Buf, b: Buf },
+    Affine {
+        w: Buf,
+        b: Buf,
+    },
+    /// Average pooling as a sum (a conv with unit weights) then a division.
+    AvgPool {
+        conv: Box<crate::ir::Conv2d>,
+        w: Buf,
+        b: Buf,
+    },
+}
+
+/// The sum part of an average pooling: a per-channel conv with unit weights.
+pub(crate) fn avgpool_sum(c: usize, p: &crate::ir::Pool) -> crate::ir::Conv2d {
+    let (kh, kw) = p.kernel;
+    let mut weight = vec![0.0; c * c * kh * kw];
+    for ch in 0..c {
+        for k in 0..kh * kw {
+            weight[(ch * c + ch) * kh * kw + k] = 1.0;
+        }
+    }
+    crate::ir::Conv2d { weight, bias: vec![0.0; c], c_out: c, kernel: p.kernel, stride: p.stride, pad: p.pad }
 }
 
 /// A network prepared on a backend: weights uploaded once, reused for
@@ -100,8 +121,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     w: backend.upload(&to_t::<T>(&node.name, &c.weight)?)?,
                     b: backend.upload(&to_t::<T>(&node.name, &c.bias)?)?,
                 },
-                Op::Input | Op::Relu | Op::Add | Op::Reshape | Op::ChannelAffine { .. } => Params::None,
-                Op::Concat | Op::MaxPool2d(_) | Op::AvgPool2d(_) => {
+                Op::AvgPool2d(p) => {
+                    let conv = avgpool_sum(node.shape.c, p);
+                    let w = backend.upload(&to_t::<T>(&node.name, &conv.weight)?)?;
+                    let b = backend.upload(&to_t::<T>(&node.name, &conv.bias)?)?;
+                    Params::AvgPool { conv: Box::new(conv), w, b }
+                }
+                Op::Input | Op::Relu | Op::Add | Op::Reshape | Op::ChannelAffine { .. } | Op::Concat => Params::None,
+                Op::MaxPool2d(_) => {
                     return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() });
                 }
             };

@@ -2,7 +2,7 @@
 //! merging and memory-bounded row chunks.
 
 use crate::analysis::{AnalysisError, Analyzer, Params};
-use crate::backend::{Backend, ConvParams, ReluParams};
+use crate::backend::{Backend, BackendError, ConvParams, ReluParams};
 use crate::forward::{RunState, Step};
 use crate::geom::Geom;
 use crate::ir::{NodeId, Op};
@@ -55,31 +55,27 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let n = rows.cst.len();
         let cols = rows.geom.cols();
         let per_row = self.predict_row_bytes(rows.start, &rows.geom).max(1);
-        let chunk = (self.budget() / per_row).clamp(1, n.max(1));
+        let mut chunk = (self.budget() / per_row).clamp(1, n.max(1));
         let mut out = Vec::with_capacity(n);
         let mut start = 0;
         while start < n {
             let end = (start + chunk).min(n);
             let idx: Vec<u32> = (start as u32..end as u32).collect();
             let geom = rows.geom.select(&idx);
-            let m = self.backend.mat_from_host(
-                end - start,
-                cols,
-                &rows.lo[start * cols..end * cols],
-                &rows.hi[start * cols..end * cols],
-            )?;
-            let lbs = self.backsub_chunk(
-                st,
-                rows.start,
-                geom,
-                m,
-                rows.cst[start..end].to_vec(),
-                &rows.group[start..end],
-                goal,
-                deadline,
-            )?;
-            out.extend(lbs);
-            start = end;
+            let (lo, hi) = (&rows.lo[start * cols..end * cols], &rows.hi[start * cols..end * cols]);
+            let res =
+                self.backend.mat_from_host(end - start, cols, lo, hi).map_err(AnalysisError::from).and_then(|m| {
+                    let cst = rows.cst[start..end].to_vec();
+                    self.backsub_chunk(st, rows.start, geom, m, cst, &rows.group[start..end], goal, deadline)
+                });
+            match res {
+                // Out of memory: halve the chunk and retry (never a different relaxation).
+                Err(AnalysisError::Backend(BackendError::OutOfMemory(_))) if chunk > 1 => chunk /= 2,
+                r => {
+                    out.extend(r?);
+                    start = end;
+                }
+            }
         }
         Ok(out)
     }
@@ -236,6 +232,30 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let (m2, d) = be.diag_backsub(&m, g, (m_lo, m_hi), (c_lo, c_hi))?;
                 (vec![(x, g.relabel(in_shape), m2)], d)
             }
+            (
+                Op::AvgPool2d(_),
+                Params::AvgPool { conv, w, .. },
+                Step::AvgPool { sum_lo, sum_hi, m_lo, m_hi, c_lo, c_hi },
+            ) => {
+                let (m1, d1) = be.diag_backsub(&m, g, (m_lo, m_hi), (c_lo, c_hi))?;
+                let out = g.through_conv(conv, in_shape);
+                let p = ConvParams { conv, weight: w, bias_lo: sum_lo, bias_hi: sum_hi };
+                let (m2, d2) = be.conv_backsub(&m1, g, &p, &out)?;
+                let d = d1.iter().zip(&d2).map(|(a, b)| fp::add_down(*a, *b)).collect();
+                (vec![(x, out, m2)], d)
+            }
+            (Op::Concat, _, _) => {
+                let (wh, ww) = g.win;
+                let mut parts = Vec::with_capacity(node.inputs.len());
+                let mut start = 0;
+                for &i in &node.inputs {
+                    let s = self.net.node(i).shape;
+                    let len = s.c * wh * ww;
+                    parts.push((i, g.relabel(s), be.slice_cols(&m, start, len)?));
+                    start += len;
+                }
+                (parts, vec![0.0; rows])
+            }
             (Op::Reshape, _, _) => {
                 let (_, m) = self.to_full(g, m)?;
                 (vec![(x, Geom::full(in_shape, rows), m)], vec![0.0; rows])
@@ -267,7 +287,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let s = self.net.node(i).shape;
                 let g2 = match &node.op {
                     Op::Conv2d(c) => g.through_conv(c, s),
-                    Op::Relu | Op::Add | Op::ChannelAffine { .. } => g.relabel(s),
+                    Op::AvgPool2d(p) => g.through_window(s, p.kernel, p.stride, (p.pad.0, p.pad.1)),
+                    Op::Relu | Op::Add | Op::ChannelAffine { .. } | Op::Concat => g.relabel(s),
                     _ => Geom::full(s, 1),
                 };
                 next.push((i, g2));

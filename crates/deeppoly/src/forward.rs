@@ -35,6 +35,15 @@ pub(crate) enum Step<Buf> {
         lam_up: Buf,
         mu_up: Buf,
     },
+    /// Average pooling: the sum's constant interval, then `y = s·m + c`.
+    AvgPool {
+        sum_lo: Buf,
+        sum_hi: Buf,
+        m_lo: Buf,
+        m_hi: Buf,
+        c_lo: Buf,
+        c_hi: Buf,
+    },
 }
 
 /// Bounds and backsubstitution data of one node.
@@ -131,6 +140,42 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 (host(lo, hi), self.relu_step(x)?)
             }
             (Op::Reshape, _) => (host(st.bounds[x0].lo.clone(), st.bounds[x0].hi.clone()), Step::None),
+            (Op::Concat, _) => {
+                let lo = node.inputs.iter().flat_map(|&i| st.bounds[i].lo.iter().copied()).collect();
+                let hi = node.inputs.iter().flat_map(|&i| st.bounds[i].hi.iter().copied()).collect();
+                (host(lo, hi), Step::None)
+            }
+            (Op::AvgPool2d(p), Params::AvgPool { conv, w, b }) => {
+                let in_shape = self.net.node(x0).shape;
+                let (xl, xh) = self.bounds_dev(st, x0)?;
+                let f = be.forward_conv(conv, w, b, in_shape, (xl, xh), model)?;
+                let (slo, shi) = (be.download(&f.lo)?, be.download(&f.hi)?);
+                // y = fl(s / k): the exact quotient, then one rounding.
+                let k = (p.kernel.0 * p.kernel.1) as f64;
+                let inv = polycert_interval::Interval::new_unchecked(fp::div_down(1.0, k), fp::div_up(1.0, k));
+                let n = slo.len();
+                let (mut lo, mut hi, mut el, mut eh) =
+                    (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
+                for i in 0..n {
+                    let s = polycert_interval::Interval::new_unchecked(slo[i].to_f64_exact(), shi[i].to_f64_exact());
+                    let y = s * inv;
+                    let e = model.rounding_error_bound(1, y.mag());
+                    lo[i] = fp::from_f64_down(fp::sub_down(y.lo(), e));
+                    hi[i] = fp::from_f64_up(fp::add_up(y.hi(), e));
+                    eh[i] = fp::from_f64_up(e);
+                    el[i] = -eh[i];
+                }
+                let (ml, mh) = (vec![fp::from_f64_down::<T>(inv.lo()); n], vec![fp::from_f64_up::<T>(inv.hi()); n]);
+                let step = Step::AvgPool {
+                    sum_lo: f.bias_lo,
+                    sum_hi: f.bias_hi,
+                    m_lo: be.upload(&ml)?,
+                    m_hi: be.upload(&mh)?,
+                    c_lo: be.upload(&el)?,
+                    c_hi: be.upload(&eh)?,
+                };
+                (host(lo, hi), step)
+            }
             (Op::Add, _) => {
                 let (a, b) = (&st.bounds[x0], &st.bounds[node.inputs[1]]);
                 let n = a.lo.len();

@@ -136,3 +136,22 @@ pub fn densify(net: &Network) -> (Network, Vec<NodeId>) {
     }
     (out, map)
 }
+
+/// Conv, then two branches (3x3 average pooling / a strided 1x1 conv)
+/// concatenated over channels, ReLU, flatten, dense.
+pub fn random_pool_concat(rng: &mut SplitMix, input: Shape, width: usize, n_out: usize) -> Network {
+    use crate::ir::Pool;
+    let mut n = Network::new(input);
+    let c1 = n.push("conv1", Op::Conv2d(rand_conv(rng, input.c, width, 3, 1, 1)), &[0]).expect("valid");
+    let r1 = n.push("relu1", Op::Relu, &[c1]).expect("valid");
+    let pool = Pool { kernel: (3, 3), stride: (2, 2), pad: (0, 0, 0, 0) };
+    let p = n.push("avgpool", Op::AvgPool2d(pool), &[r1]).expect("valid");
+    let b = n.push("branch", Op::Conv2d(rand_conv(rng, width, width, 3, 2, 0)), &[r1]).expect("valid");
+    let cat = n.push("concat", Op::Concat, &[p, b]).expect("valid");
+    let r2 = n.push("relu2", Op::Relu, &[cat]).expect("valid");
+    let s = n.node(r2).shape;
+    let f = n.reshape("flatten", r2, Shape::flat(s.numel())).expect("valid");
+    let weight = (0..n_out * s.numel()).map(|_| rng.weight((2.0 / s.numel() as f64).sqrt())).collect();
+    n.push("fc", Op::Dense { weight, bias: vec![0.0; n_out], out: n_out }, &[f]).expect("valid");
+    n
+}

@@ -1,0 +1,56 @@
+//! CPU against GPU on random networks: the same verdicts, and bounds within
+//! 1e-5 relative (skips without a GPU).
+
+use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::testnets::{SplitMix, random_mlp, random_resnet};
+use polycert_deeppoly::{Analyzer, Backend, InputBox, Options, Property, Shape};
+use polycert_interval::Fp;
+
+fn compare<T: Fp>(gpu: &impl Backend<T>)
+where
+    CpuBackend: Backend<T>,
+{
+    let cpu = CpuBackend::default();
+    let mut rng = SplitMix(99);
+    for k in 0..10 {
+        let net = if k % 2 == 0 {
+            random_mlp(&mut rng, &[20, 64, 64, 5])
+        } else {
+            random_resnet(&mut rng, Shape::new(2, 9, 9), 4, 5)
+        };
+        let n_in = net.input_shape().numel();
+        let c: Vec<f64> = (0..n_in).map(|_| rng.unit()).collect();
+        let eps = 0.004 * (1 + k % 3) as f64;
+        let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
+        let y = polycert_deeppoly::eval::eval::<f64>(&net, &input.centre());
+        let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap();
+        let prop = Property::robustness("p", input.clone(), label, y.len()).unwrap();
+        let o = Options::default();
+        let a = Analyzer::<_, T>::new(&net, &cpu, o.clone()).unwrap();
+        let b = Analyzer::<_, T>::new(&net, gpu, o).unwrap();
+        let (ba, bb) = (a.node_bounds(&input).unwrap(), b.node_bounds(&input).unwrap());
+        for (n, ((la, ha), (lb, hb))) in ba.iter().zip(&bb).enumerate() {
+            for j in 0..la.len() {
+                let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs()));
+                assert!(close(la[j], lb[j]) && close(ha[j], hb[j]), "net {k} node {n}[{j}]: cpu [{}, {}] gpu [{}, {}]", la[j], ha[j], lb[j], hb[j]);
+            }
+        }
+        let (ra, rb) = (a.analyze(&prop).unwrap(), b.analyze(&prop).unwrap());
+        assert_eq!(ra.verdict, rb.verdict, "net {k}");
+        for (x, y) in ra.lower_bounds.iter().zip(&rb.lower_bounds) {
+            assert!((x - y).abs() <= 1e-5 * (1.0 + x.abs()), "net {k}: lower bounds {x} vs {y}");
+        }
+    }
+}
+
+#[test]
+fn cpu_and_gpu_agree_f64() {
+    let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
+    compare::<f64>(&gpu);
+}
+
+#[test]
+fn cpu_and_gpu_agree_f32() {
+    let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
+    compare::<f32>(&gpu);
+}
