@@ -1,11 +1,225 @@
-//! The `polycert` binary.
-use clap::Parser;
+//! The `polycert` binary: `verify` and `vnncomp`.
+
+mod engine;
+mod images;
+mod model;
+mod report;
+mod vnncomp;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use engine::{BackendChoice, Job, Precision};
+use polycert_deeppoly::{InputBox, Options, Property, ReluLower};
+use report::Record;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "polycert", version, about = "Sound DeepPoly verification of neural networks")]
-struct Cli {}
+#[command(name = "polycert", version, about = "Sound DeepPoly verification of neural networks (GPUPoly algorithms)")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
 
-fn main() {
-    let _ = Cli::parse();
-    println!("polycert {}", env!("CARGO_PKG_VERSION"));
+#[derive(Subcommand)]
+enum Cmd {
+    /// Verify properties of a model (with no arguments: the embedded digits model).
+    Verify(VerifyArgs),
+    /// Run a VNN-COMP instances file, appending one row per instance.
+    Vnncomp(vnncomp::VnncompArgs),
+}
+
+/// Options shared by every command that analyses.
+#[derive(Args, Clone)]
+pub struct AnalysisArgs {
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendChoice,
+    #[arg(long, value_enum, default_value = "f64")]
+    precision: Precision,
+    /// Lower ReLU line for unstable neurons.
+    #[arg(long, value_enum, default_value = "area")]
+    relu_lower: ReluLowerArg,
+    /// Memory budget for expression matrices, in MiB.
+    #[arg(long)]
+    memory_mb: Option<usize>,
+    /// Skip the second pass that tightens ReLU inputs.
+    #[arg(long)]
+    no_refine: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ReluLowerArg {
+    Area,
+    Zero,
+    One,
+}
+
+impl AnalysisArgs {
+    fn options(&self, timeout: Option<f64>) -> Options {
+        Options {
+            relu_lower: match self.relu_lower {
+                ReluLowerArg::Area => ReluLower::Area,
+                ReluLowerArg::Zero => ReluLower::Zero,
+                ReluLowerArg::One => ReluLower::One,
+            },
+            refine: !self.no_refine,
+            timeout: timeout.map(Duration::from_secs_f64),
+            ..Options::default()
+        }
+    }
+    fn budget(&self) -> Option<usize> {
+        self.memory_mb.map(|m| m << 20)
+    }
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    /// ONNX model (default: the embedded digits MLP).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// VNNLIB property (.vnnlib or .vnnlib.gz).
+    #[arg(long, conflicts_with = "images")]
+    vnnlib: Option<PathBuf>,
+    /// Images: IDX (gzipped or not) or ERAN-style CSV.
+    #[arg(long)]
+    images: Option<PathBuf>,
+    /// Label file for IDX images (default: derived from the image file name).
+    #[arg(long)]
+    labels: Option<PathBuf>,
+    /// L∞ radius in pixel scale [0, 1].
+    #[arg(long)]
+    eps: Option<f64>,
+    /// Per-channel normalisation mean, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    mean: Vec<f64>,
+    #[arg(long, value_delimiter = ',')]
+    std: Vec<f64>,
+    /// Verify only the first N images.
+    #[arg(long)]
+    count: Option<usize>,
+    #[arg(long, value_enum, default_value = "chw")]
+    layout: images::Layout,
+    /// Timeout per property, seconds.
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// One JSON object per property on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write the VNN-COMP result (unsat/sat/unknown/timeout) to this file.
+    #[arg(long)]
+    result_file: Option<PathBuf>,
+    #[command(flatten)]
+    analysis: AnalysisArgs,
+}
+
+/// Input or usage errors: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct InputError(String);
+
+const DEFAULT_EPS: f64 = 0.03;
+
+fn verify(a: VerifyArgs) -> Result<bool> {
+    let engine = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
+    let (imported, model_name) = match &a.model {
+        Some(p) => (model::load(p)?, p.display().to_string()),
+        None => (model::embedded()?, "embedded:digits_mlp".to_string()),
+    };
+    let net = &imported.network;
+    let n_in = net.input_shape().numel();
+    let n_out = net.output_shape().numel();
+    let mut jobs = Vec::new();
+    if let Some(p) = &a.vnnlib {
+        let property = model::load_vnnlib(&imported, p)?;
+        jobs.push(Job { name: p.display().to_string(), property });
+    } else {
+        let (imgs, src) = match &a.images {
+            Some(p) => {
+                let channels = if !a.mean.is_empty() {
+                    a.mean.len()
+                } else if net.input_shape().h > 1 {
+                    net.input_shape().c
+                } else {
+                    1
+                };
+                (images::load(p, a.labels.as_deref(), channels, a.layout)?, p.display().to_string())
+            }
+            None if a.model.is_none() => (model::embedded_images()?, "embedded:digits_test".to_string()),
+            None => bail!(InputError("give --vnnlib or --images (with --eps)".into())),
+        };
+        let eps = a.eps.unwrap_or(DEFAULT_EPS);
+        for (i, img) in imgs.iter().take(a.count.unwrap_or(usize::MAX)).enumerate() {
+            if img.pixels.len() != n_in {
+                bail!(InputError(format!("{src}: image {i} has {} values, the model takes {n_in}", img.pixels.len())));
+            }
+            let pixels = imported.to_ir_input(&img.pixels);
+            let input = InputBox::linf(&pixels, eps, (0.0, 1.0), &a.mean, &a.std)
+                .map_err(|e| InputError(format!("{src}: {e}")))?;
+            let name = format!("{src}#{i} eps={eps}");
+            let property = Property::robustness(name.clone(), input, img.label, n_out)
+                .map_err(|e| InputError(format!("{src}: image {i}: {e}")))?;
+            jobs.push(Job { name, property });
+        }
+    }
+    let opts = a.analysis.options(a.timeout);
+    let bar = (jobs.len() > 1).then(|| {
+        let b = indicatif::ProgressBar::new(jobs.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
+                .expect("valid template"),
+        );
+        b
+    });
+    let mut records = Vec::new();
+    let stdout = std::io::stdout();
+    engine::run_jobs(&engine, net, &model_name, &jobs, &opts, a.analysis.precision, &mut |r: Record| {
+        let mut out = stdout.lock();
+        if a.json {
+            r.emit_json(&mut out)?;
+        } else if let Some(b) = &bar {
+            b.suspend(|| writeln!(out, "{}", r.line()))?;
+        } else {
+            writeln!(out, "{}", r.line())?;
+        }
+        if let Some(b) = &bar {
+            b.inc(1);
+            b.set_message(r.result.clone());
+        }
+        records.push(r);
+        Ok(())
+    })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(rf) = &a.result_file {
+        let r = records.first().map(|r| vnncomp::vnn_result(&r.result)).unwrap_or("unknown");
+        std::fs::write(rf, format!("{r}\n")).with_context(|| format!("{}: cannot write", rf.display()))?;
+    }
+    if a.json {
+        eprint!("{}", report::summary(&records));
+    } else {
+        print!("{}", report::summary(&records));
+    }
+    if let Some(e) = records.iter().find_map(|r| r.error.clone()) {
+        bail!(InputError(e));
+    }
+    Ok(records.iter().all(|r| r.result == "verified"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Verify(a) => verify(a),
+        Cmd::Vnncomp(a) => vnncomp::run(a),
+    };
+    match res {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("polycert: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -1,2 +1,142 @@
 //! ONNX and VNNLIB import: turns ONNX models into the polycert IR and
-//! VNNLIB files into properties. Not implemented yet: see the import issue.
+//! VNNLIB files into properties.
+//!
+//! * [`load_onnx`] / [`import_model`] decode a model with prost (the ONNX
+//!   protobuf schema is vendored in `proto/onnx.proto` and compiled ahead of
+//!   time into [`onnx_pb`] by `cargo xtask codegen`), fold the constant
+//!   parts of the graph (shape arithmetic, Constant nodes) and lower the
+//!   rest to [`polycert_deeppoly::Network`]. Weights are taken exactly;
+//!   where a lowering needs arithmetic on them (Div, BatchNormalization) the
+//!   result is an interval rounded outward.
+//! * [`load_vnnlib`] / [`parse_vnnlib`] read the VNN-COMP subset of VNNLIB
+//!   into a [`polycert_deeppoly::Property`].
+//!
+//! Supported operators (opsets 7–21, default domain): Gemm, MatMul (a
+//! following Add of a constant becomes its bias), Conv (group 1, dilation
+//! 1, any pads/strides/auto_pad), Relu, Add/Sub/Mul/Div with scalar or
+//! per-channel constants (→ `ChannelAffine`), Neg, Add of two network values
+//! (→ residual `Add`; Sub as Add of the negation), BatchNormalization (inference mode), MaxPool,
+//! AveragePool (unpadded), GlobalAveragePool, GlobalMaxPool, Concat (on
+//! channels), Flatten, Reshape, Squeeze, Unsqueeze, Transpose (when it keeps
+//! the data order, or NHWC→NCHW right at the input), Identity, Dropout,
+//! Constant, and on constants only Shape, Gather, Slice, Cast. Anything
+//! else (Sigmoid, Tanh, ...) is an [`ImportError::Unsupported`]. Only the
+//! nodes the graph output depends on are imported.
+//!
+//! Nothing here panics on malformed input: every failure is an error that
+//! names the file and, for model errors, the node and operator.
+
+mod graph;
+#[allow(clippy::all, missing_docs)]
+#[rustfmt::skip]
+pub mod onnx_pb;
+mod ops;
+mod tensor;
+pub mod vnnlib;
+
+use polycert_deeppoly::{InputBox, IrError, Network, Property, SubProblem};
+use std::path::Path;
+
+pub use vnnlib::{VnnlibError, load_vnnlib, parse_vnnlib};
+
+/// The ONNX opset versions (default domain) the importer accepts.
+pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=21;
+
+/// Why a model could not be imported. Every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{file}: cannot read the file: {source}")]
+    Io { file: String, source: std::io::Error },
+    #[error("{file}: not a valid ONNX model (protobuf decoding failed: {source})")]
+    Decode { file: String, source: prost::DecodeError },
+    /// A problem with the model as a whole (graph, inputs, outputs, opset).
+    #[error("{file}: {msg}")]
+    Model { file: String, msg: String },
+    /// An operator (or an attribute/input combination of one) that polycert
+    /// cannot represent.
+    #[error("{file}: node '{node}' ({op}): unsupported: {msg}")]
+    Unsupported { file: String, node: String, op: String, msg: String },
+    /// A malformed node: bad attributes, shapes, weights.
+    #[error("{file}: node '{node}' ({op}): {msg}")]
+    Node { file: String, node: String, op: String, msg: String },
+    /// The IR rejected the lowered layer.
+    #[error("{file}: node '{node}' ({op}): {source}")]
+    Ir { file: String, node: String, op: String, source: Box<IrError> },
+}
+
+/// A model lowered to the IR, with what the caller needs to feed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    pub network: Network,
+    /// The file name used in messages.
+    pub file: String,
+    /// Name and declared dims (batch included, symbolic dims as 1) of the
+    /// graph input and output.
+    pub input_name: String,
+    pub input_dims: Vec<usize>,
+    pub output_name: String,
+    pub output_dims: Vec<usize>,
+    /// The default-domain opset the model imports.
+    pub opset: i64,
+    /// `Some(p)` when the IR input is a permutation of the ONNX input (an
+    /// NHWC input transposed to NCHW by the model's first node): IR input
+    /// `i` is flattened ONNX input `p[i]`. Use [`Imported::to_ir_input`] or
+    /// [`Imported::property_to_ir`] to map ONNX-space data.
+    pub input_permutation: Option<Vec<usize>>,
+}
+
+impl Imported {
+    /// Number of (flattened) inputs and outputs.
+    pub fn n_inputs(&self) -> usize {
+        self.network.input_shape().numel()
+    }
+    pub fn n_outputs(&self) -> usize {
+        self.network.output_shape().numel()
+    }
+
+    /// Maps a flattened ONNX-order input to the IR's input order.
+    pub fn to_ir_input<T: Copy>(&self, x: &[T]) -> Vec<T> {
+        match &self.input_permutation {
+            Some(p) => p.iter().filter_map(|&i| x.get(i).copied()).collect(),
+            None => x.to_vec(),
+        }
+    }
+
+    /// Maps a property over the ONNX input (as VNNLIB files state them) to
+    /// the IR's input order. The identity unless `input_permutation` is set.
+    pub fn property_to_ir(&self, prop: &Property) -> Property {
+        let mut out = prop.clone();
+        if self.input_permutation.is_some() {
+            out.subproblems = prop
+                .subproblems
+                .iter()
+                .map(|sp| SubProblem {
+                    input: InputBox { lo: self.to_ir_input(&sp.input.lo), hi: self.to_ir_input(&sp.input.hi) },
+                    unsafe_region: sp.unsafe_region.clone(),
+                })
+                .collect();
+        }
+        out
+    }
+}
+
+/// Reads and imports an `.onnx` file.
+pub fn load_onnx(path: impl AsRef<Path>) -> Result<Imported, ImportError> {
+    let path = path.as_ref();
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| ImportError::Io { file: file.clone(), source })?;
+    import_model(&bytes, &file)
+}
+
+/// Imports a serialized `ModelProto`; `file_name` is used in messages.
+pub fn import_model(bytes: &[u8], file_name: &str) -> Result<Imported, ImportError> {
+    use prost::Message;
+    let model = onnx_pb::ModelProto::decode(bytes)
+        .map_err(|source| ImportError::Decode { file: file_name.to_string(), source })?;
+    import_proto(&model, file_name)
+}
+
+/// Imports an already decoded model.
+pub fn import_proto(model: &onnx_pb::ModelProto, file_name: &str) -> Result<Imported, ImportError> {
+    graph::import(model, file_name)
+}

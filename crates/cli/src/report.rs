@@ -1,0 +1,123 @@
+//! Per-property records (JSON lines) and the closing summary table.
+
+use polycert_deeppoly::{Outcome, Verdict};
+use serde::Serialize;
+use std::io::Write;
+
+/// One property's result, as printed with `--json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    pub model: String,
+    pub property: String,
+    pub seconds: f64,
+    /// verified, falsified, unknown, timeout or error.
+    pub result: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<usize>,
+    pub lower_bounds: Vec<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counterexample: Option<Vec<f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Record {
+    pub fn from_outcome(model: &str, property: &str, label: Option<usize>, o: &Outcome) -> Self {
+        Self {
+            model: model.into(),
+            property: property.into(),
+            seconds: o.seconds,
+            result: o.verdict.name().into(),
+            label,
+            lower_bounds: o.lower_bounds.clone(),
+            counterexample: match &o.verdict {
+                Verdict::Falsified(c) => Some(c.input.clone()),
+                _ => None,
+            },
+            error: None,
+        }
+    }
+
+    pub fn error(model: &str, property: &str, msg: String) -> Self {
+        Self {
+            model: model.into(),
+            property: property.into(),
+            seconds: 0.0,
+            result: "error".into(),
+            label: None,
+            lower_bounds: vec![],
+            counterexample: None,
+            error: Some(msg),
+        }
+    }
+
+    /// Writes the record as one JSON line and flushes.
+    pub fn emit_json(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let line = serde_json::to_string(self).map_err(std::io::Error::other)?;
+        writeln!(out, "{line}")?;
+        out.flush()
+    }
+
+    /// A short human-readable line.
+    pub fn line(&self) -> String {
+        let lb = self.lower_bounds.iter().copied().fold(f64::INFINITY, f64::min);
+        let lb = if lb.is_finite() { format!("  min lower bound {lb:+.5}") } else { String::new() };
+        let err = self.error.as_deref().map(|e| format!("  ({e})")).unwrap_or_default();
+        format!("{:<40} {:<10} {:>9.4}s{lb}{err}", self.property, self.result, self.seconds)
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// The summary table printed at the end of a run.
+pub fn summary(records: &[Record]) -> String {
+    let mut s = String::new();
+    let kinds = ["verified", "falsified", "unknown", "timeout", "error"];
+    let mut times: Vec<f64> = records.iter().map(|r| r.seconds).collect();
+    times.sort_by(f64::total_cmp);
+    s.push_str(&format!("{:-<52}\n", ""));
+    s.push_str(&format!("{:<12} {:>8} {:>8}\n", "result", "count", "share"));
+    for k in kinds {
+        let n = records.iter().filter(|r| r.result == k).count();
+        if n > 0 {
+            s.push_str(&format!("{k:<12} {n:>8} {:>7.1}%\n", 100.0 * n as f64 / records.len() as f64));
+        }
+    }
+    s.push_str(&format!("{:<12} {:>8}\n", "total", records.len()));
+    s.push_str(&format!(
+        "time per property: median {:.4}s, p90 {:.4}s, max {:.4}s, total {:.2}s\n",
+        percentile(&times, 0.5),
+        percentile(&times, 0.9),
+        times.last().copied().unwrap_or(0.0),
+        times.iter().sum::<f64>()
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_counts() {
+        let mut a = Record::error("m", "p1", "boom".into());
+        a.seconds = 1.0;
+        let mut b = a.clone();
+        b.result = "verified".into();
+        b.seconds = 3.0;
+        let s = summary(&[a.clone(), b]);
+        assert!(s.contains("verified            1"), "{s}");
+        assert!(s.contains("error               1"), "{s}");
+        assert!(s.contains("max 3.0000s"), "{s}");
+        let mut buf = Vec::new();
+        a.emit_json(&mut buf).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(v["result"], "error");
+        assert_eq!(v["error"], "boom");
+    }
+}

@@ -1,0 +1,228 @@
+//! Element-wise arithmetic: Add/Sub/Mul/Div (with a constant, or the
+//! residual Add of two network values), BatchNormalization, Relu, Neg.
+//!
+//! Affine maps with constants become `Op::ChannelAffine`, whose interval
+//! coefficients enclose the exact real ones: `x − c` is `x·1 + (−c)` exactly,
+//! `x / c` is `x·[1/c]` with `1/c` rounded outward.
+
+use crate::graph::{Dyn, Importer, Node, OpError, OpResult, Value, ir_shape, unsupported};
+use crate::tensor::{Kind, Tensor, broadcast_dims, numel};
+use polycert_deeppoly::Op;
+use polycert_interval::{Interval, fp};
+
+fn point(x: f64) -> OpResult<Interval<f64>> {
+    Interval::point(x).map_err(|e| OpError::Msg(e.to_string()))
+}
+
+/// Element-wise binary op on two constants (numpy broadcasting).
+fn fold(op: &str, a: &Tensor, b: &Tensor) -> OpResult<Tensor> {
+    let dims = broadcast_dims(&a.dims, &b.dims)?;
+    let (x, y) = (a.broadcast_to(&dims)?, b.broadcast_to(&dims)?);
+    let int = a.kind == Kind::Int && b.kind == Kind::Int;
+    let f = |p: f64, q: f64| match op {
+        "Add" => p + q,
+        "Sub" => p - q,
+        "Mul" => p * q,
+        _ if int => (p / q).trunc(),
+        _ => p / q,
+    };
+    if int && op == "Div" && y.contains(&0.0) {
+        return Err("integer division by zero".into());
+    }
+    let data = x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect();
+    Ok(Tensor::new(dims, data, if int { Kind::Int } else { Kind::Float })?)
+}
+
+/// The per-channel values of a constant broadcast over the channel-first
+/// IR shape of `dims`; fails when the constant varies within a channel.
+fn per_channel(c: &Tensor, dims: &[usize]) -> OpResult<Vec<f64>> {
+    let full = c.broadcast_to(dims)?;
+    let s = ir_shape(dims);
+    let hw = s.h * s.w;
+    full.chunks_exact(hw.max(1))
+        .map(|ch| {
+            if ch.iter().all(|&v| v == ch[0]) {
+                Ok(ch[0])
+            } else {
+                unsupported(format!(
+                    "constant of dims {:?} varies within a channel of the {dims:?} tensor; only scalar and per-channel constants are supported",
+                    c.dims
+                ))
+            }
+        })
+        .collect()
+}
+
+/// Add/Sub/Mul/Div.
+pub(super) fn binary(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    let (a, b) = (node.required(0)?, node.required(1)?);
+    let op = node.op();
+    match (imp.is_const(a), imp.is_const(b)) {
+        (true, true) => Ok(Value::Const(fold(op, &imp.constant(a)?, &imp.constant(b)?)?)),
+        (false, false) if op == "Add" || op == "Sub" => residual(imp, node, a, b),
+        (false, false) => unsupported(format!("{op} of two values computed from the network input is not linear")),
+        (false, true) => with_const(imp, node, a, b, true),
+        (true, false) => with_const(imp, node, b, a, false),
+    }
+}
+
+/// `a + b` (or `a − b = a + (−1)·b`, the negation being exact) for two
+/// network values of the same size.
+fn residual(imp: &mut Importer, node: &Node, a: &str, b: &str) -> OpResult<Value> {
+    let (x, mut y) = (imp.dynamic(a)?, imp.dynamic(b)?);
+    if node.op() == "Sub" {
+        let channels = imp.net.node(y.id).shape.c;
+        let op =
+            Op::ChannelAffine { mul: vec![point(-1.0)?; channels], add: vec![point(0.0)?; channels], float_ops: 0 };
+        y = Dyn { id: imp.push(node, ".neg", op, &[y.id])?, dims: y.dims };
+    }
+    let dims = broadcast_dims(&x.dims, &y.dims)?;
+    if numel(&dims) != numel(&x.dims) || numel(&dims) != numel(&y.dims) {
+        return unsupported(format!(
+            "Add broadcasting {:?} and {:?} (only equal shapes are supported)",
+            x.dims, y.dims
+        ));
+    }
+    let x = imp.view(node, &x, dims.clone())?;
+    let y = imp.view(node, &y, dims.clone())?;
+    let id = imp.push(node, "", Op::Add, &[x.id, y.id])?;
+    Ok(Value::Dyn(Dyn { id, dims }))
+}
+
+/// `x ∘ c` (or `c ∘ x` when `!const_right`) with a constant `c`.
+fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: bool) -> OpResult<Value> {
+    let op = node.op();
+    let c = imp.weight(cn)?;
+    if op == "Div" && !const_right {
+        return unsupported("division by a value computed from the network input is not linear");
+    }
+    // A bias right after MatMul/Gemm: fold it into the pending Dense layer.
+    if (op == "Add" || (op == "Sub" && const_right))
+        && let Some(mut p) = imp.take_fusable(xn)
+    {
+        let dims = broadcast_dims(&p.dims, &c.dims).ok().filter(|d| numel(d) == p.out);
+        if let Some(dims) = dims {
+            let bias = c.broadcast_to(&dims)?;
+            p.bias = if op == "Add" { bias } else { bias.into_iter().map(|v| -v).collect() };
+            p.zero_bias = false;
+            p.dims = dims;
+            p.name = format!("{}+{}", p.name, node.name);
+            return Ok(Value::Pending(p));
+        }
+        imp.restore_pending(xn, p);
+    }
+    let x = imp.dynamic(xn)?;
+    let dims = broadcast_dims(&x.dims, &c.dims)?;
+    if numel(&dims) != numel(&x.dims) {
+        return unsupported(format!("{op} broadcasting the network value {:?} to {dims:?}", x.dims));
+    }
+    let vals = per_channel(&c, &dims)?;
+    let one = point(1.0)?;
+    let mut mul = Vec::with_capacity(vals.len());
+    let mut add = Vec::with_capacity(vals.len());
+    for &v in &vals {
+        let (m, a) = match (op, const_right) {
+            ("Add", _) => (one, point(v)?),
+            ("Sub", true) => (one, point(-v)?),
+            ("Sub", false) => (point(-1.0)?, point(v)?),
+            ("Mul", _) => (point(v)?, point(0.0)?),
+            _ => {
+                if v == 0.0 {
+                    return Err("division by zero".into());
+                }
+                let inv =
+                    Interval::new(fp::div_down(1.0, v), fp::div_up(1.0, v)).map_err(|e| OpError::Msg(e.to_string()))?;
+                (inv, point(0.0)?)
+            }
+        };
+        mul.push(m);
+        add.push(a);
+    }
+    let x = imp.view(node, &x, dims.clone())?;
+    let id = imp.push(node, "", Op::ChannelAffine { mul, add, float_ops: 1 }, &[x.id])?;
+    Ok(Value::Dyn(Dyn { id, dims }))
+}
+
+/// Inference-mode batch normalisation:
+/// `y = (x − mean)/sqrt(var + eps)·scale + B = x·m + (B − mean·m)`.
+pub(super) fn batch_norm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    if node.int("training_mode", 0)? != 0 {
+        return unsupported("training_mode=1");
+    }
+    if node.int("spatial", 1)? != 1 {
+        return unsupported("spatial=0");
+    }
+    let xn = node.required(0)?;
+    if imp.is_const(xn) {
+        return unsupported("batch normalisation of a constant");
+    }
+    let x = imp.dynamic(xn)?;
+    let c = match x.dims[..] {
+        [1, c] | [1, c, _] | [1, c, _, _] => c,
+        _ => return unsupported(format!("input dims {:?} (expected [1,C], [1,C,L] or [1,C,H,W])", x.dims)),
+    };
+    let mut params = Vec::with_capacity(4);
+    for (k, what) in [(1, "scale"), (2, "B"), (3, "mean"), (4, "var")] {
+        let name = node.required(k)?;
+        if !imp.is_const(name) {
+            return unsupported(format!("{what} must be a constant"));
+        }
+        let t = imp.weight(name)?;
+        if t.data.len() != c {
+            return Err(format!("{what} '{name}' has {} values, the input has {c} channels", t.data.len()).into());
+        }
+        params.push(t.data);
+    }
+    let eps = node.float("epsilon", 1e-5)? as f64;
+    let (mut mul, mut add) = (Vec::with_capacity(c), Vec::with_capacity(c));
+    let [scales, betas, means, vars] = &params[..] else { return Err("missing parameters".into()) };
+    for (ch, (((&scale, &beta), &mean), &var)) in scales.iter().zip(betas).zip(means).zip(vars).enumerate() {
+        let (vlo, vhi) = (fp::add_down(var, eps), fp::add_up(var, eps));
+        if vlo.is_nan() || vlo <= 0.0 {
+            return Err(format!("channel {ch}: var + epsilon = {var} + {eps} is not positive").into());
+        }
+        // sqrt is correctly rounded: one step outward encloses the exact root.
+        let (slo, shi) = (vlo.sqrt().next_down(), vhi.sqrt().next_up());
+        if slo.is_nan() || slo <= 0.0 || !shi.is_finite() {
+            return Err(format!("channel {ch}: sqrt(var + epsilon) out of range").into());
+        }
+        let (lo, hi) = if scale >= 0.0 {
+            (fp::div_down(scale, shi), fp::div_up(scale, slo))
+        } else {
+            (fp::div_down(scale, slo), fp::div_up(scale, shi))
+        };
+        let m = Interval::new(lo, hi).map_err(|e| OpError::Msg(format!("channel {ch}: {e}")))?;
+        let a = point(beta)? - m.mul_scalar(mean);
+        mul.push(m);
+        add.push(a);
+    }
+    // Inference rounds x − mean, the division, the scaling and the shift.
+    let id = imp.push(node, "", Op::ChannelAffine { mul, add, float_ops: 4 }, &[x.id])?;
+    Ok(Value::Dyn(Dyn { id, dims: x.dims }))
+}
+
+pub(super) fn relu(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    let xn = node.required(0)?;
+    if imp.is_const(xn) {
+        let mut t = imp.constant(xn)?;
+        t.data.iter_mut().for_each(|v| *v = v.max(0.0));
+        return Ok(Value::Const(t));
+    }
+    let x = imp.dynamic(xn)?;
+    let id = imp.push(node, "", Op::Relu, &[x.id])?;
+    Ok(Value::Dyn(Dyn { id, dims: x.dims }))
+}
+
+pub(super) fn neg(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    let xn = node.required(0)?;
+    if imp.is_const(xn) {
+        let mut t = imp.constant(xn)?;
+        t.data.iter_mut().for_each(|v| *v = -*v);
+        return Ok(Value::Const(t));
+    }
+    let x = imp.dynamic(xn)?;
+    let channels = imp.net.node(x.id).shape.c;
+    let op = Op::ChannelAffine { mul: vec![point(-1.0)?; channels], add: vec![point(0.0)?; channels], float_ops: 0 };
+    let id = imp.push(node, "", op, &[x.id])?;
+    Ok(Value::Dyn(Dyn { id, dims: x.dims }))
+}

@@ -1,0 +1,216 @@
+//! Gemm, MatMul and Conv: the layers with weight matrices.
+
+use crate::graph::{Importer, Node, OpResult, Pending, Value, unsupported};
+use crate::tensor::Tensor;
+use polycert_deeppoly::{Conv2d, Op};
+
+/// Multiplies every value by `s`, failing when a product is not exact in f64
+/// (it always is for f32 weights times an f32 attribute).
+fn scale_exact(v: &mut [f64], s: f64, what: &str) -> Result<(), String> {
+    if s == 1.0 {
+        return Ok(());
+    }
+    for x in v.iter_mut() {
+        let p = *x * s;
+        if !p.is_finite() || s.mul_add(*x, -p) != 0.0 {
+            return Err(format!("{what} scaled by {s} is not exactly representable in f64"));
+        }
+        *x = p;
+    }
+    Ok(())
+}
+
+/// `W[out][in]` from a `[K, N]` matrix (MatMul, Gemm without transB).
+fn transposed(b: &Tensor, k: usize, n: usize) -> Vec<f64> {
+    let mut w = vec![0.0; k * n];
+    for (kk, row) in b.data.chunks_exact(n).enumerate() {
+        for (nn, &v) in row.iter().enumerate() {
+            w[nn * k + kk] = v;
+        }
+    }
+    w
+}
+
+/// `Y = alpha·A'·B' + beta·C` with A the network value (one row) and B, C
+/// constants: a Dense layer, left pending so that a following Add of a
+/// constant can still become its bias.
+pub(super) fn gemm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    let (a, b) = (node.required(0)?, node.required(1)?);
+    let alpha = node.float("alpha", 1.0)? as f64;
+    let beta = node.float("beta", 1.0)? as f64;
+    let (ta, tb) = (node.int("transA", 0)? != 0, node.int("transB", 0)? != 0);
+    if imp.is_const(a) || !imp.is_const(b) {
+        return unsupported("Gemm needs A computed from the network input and B a constant weight matrix");
+    }
+    let x = imp.dynamic(a)?;
+    let k = match (&x.dims[..], ta) {
+        (&[1, k], false) | (&[k, 1], true) => k,
+        (d, _) => {
+            return unsupported(format!(
+                "input A has dims {d:?} (transA={}); only a single row is supported",
+                ta as u8
+            ));
+        }
+    };
+    let bt = imp.weight(b)?;
+    let n = match (&bt.dims[..], tb) {
+        (&[bk, n], false) if bk == k => n,
+        (&[n, bk], true) if bk == k => n,
+        (d, _) => {
+            return Err(format!("B has dims {d:?} (transB={}), which does not match A's {k} columns", tb as u8).into());
+        }
+    };
+    if n == 0 || k == 0 {
+        return Err(format!("empty weight matrix {:?}", bt.dims).into());
+    }
+    let mut weight = if tb { bt.data } else { transposed(&bt, k, n) };
+    scale_exact(&mut weight, alpha, "B")?;
+    let (bias, zero_bias) = match node.input(2) {
+        None => (vec![0.0; n], true),
+        Some(c) => {
+            if !imp.is_const(c) {
+                return unsupported("input C must be a constant");
+            }
+            let ct = imp.weight(c)?;
+            let mut bias = ct.broadcast_to(&[1, n]).map_err(|e| format!("C: {e}"))?;
+            scale_exact(&mut bias, beta, "C")?;
+            let zero = bias.iter().all(|&v| v == 0.0);
+            (bias, zero)
+        }
+    };
+    let dims = vec![1, n];
+    Ok(Value::Pending(Box::new(Pending {
+        name: node.name.clone(),
+        input: x.id,
+        weight,
+        bias,
+        out: n,
+        dims,
+        zero_bias,
+    })))
+}
+
+/// `Y = A·B` with A the network value (a single row, leading dims 1) and B a
+/// constant `[K, N]` matrix.
+pub(super) fn matmul(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    let (a, b) = (node.required(0)?, node.required(1)?);
+    if imp.is_const(a) || !imp.is_const(b) {
+        return unsupported("MatMul needs A computed from the network input and B a constant weight matrix");
+    }
+    let x = imp.dynamic(a)?;
+    let bt = imp.weight(b)?;
+    let (k, n) = match &bt.dims[..] {
+        [lead @ .., k, n] if lead.iter().all(|&d| d == 1) => (*k, *n),
+        d => return unsupported(format!("B has dims {d:?}; only a 2-D weight matrix is supported")),
+    };
+    if n == 0 || k == 0 {
+        return Err(format!("empty weight matrix {:?}", bt.dims).into());
+    }
+    let Some((&last, lead)) = x.dims.split_last() else {
+        return Err("A is a scalar".into());
+    };
+    if last != k || lead.iter().any(|&d| d != 1) {
+        return unsupported(format!("A has dims {:?}; only a single row of {k} values is supported", x.dims));
+    }
+    let mut dims = lead.to_vec();
+    dims.push(n);
+    if bt.dims.len() > dims.len() {
+        dims = [vec![1; bt.dims.len() - dims.len()], dims].concat();
+    }
+    let weight = transposed(&bt, k, n);
+    Ok(Value::Pending(Box::new(Pending {
+        name: node.name.clone(),
+        input: x.id,
+        weight,
+        bias: vec![0.0; n],
+        out: n,
+        dims,
+        zero_bias: true,
+    })))
+}
+
+/// Strides `(y, x)` and pads `(top, left, bottom, right)`.
+pub(super) type Window = ((usize, usize), (usize, usize, usize, usize));
+
+/// The window of a 2-D window op, from `strides`, `pads`, `auto_pad`;
+/// dilations must be 1.
+pub(super) fn window(node: &Node, kernel: (usize, usize), input: (usize, usize)) -> OpResult<Window> {
+    if let Some(d) = node.sizes("dilations")?
+        && d.iter().any(|&x| x != 1)
+    {
+        return unsupported(format!("dilations {d:?} (only 1 is supported)"));
+    }
+    let stride = match node.sizes("strides")?.as_deref() {
+        None => (1, 1),
+        Some(&[a, b]) if a > 0 && b > 0 => (a, b),
+        Some(s) => return Err(format!("strides {s:?} are not two positive values").into()),
+    };
+    let auto = node.string("auto_pad")?.unwrap_or_default();
+    let pads = match auto.as_str() {
+        "" | "NOTSET" => match node.sizes("pads")?.as_deref() {
+            None => (0, 0, 0, 0),
+            Some(&[t, l, b, r]) => (t, l, b, r),
+            Some(p) => return Err(format!("pads {p:?} are not four values").into()),
+        },
+        "VALID" => (0, 0, 0, 0),
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let same = |size: usize, k: usize, s: usize| {
+                let out = size.div_ceil(s);
+                let total = ((out.saturating_sub(1)) * s + k).saturating_sub(size);
+                if auto == "SAME_UPPER" { (total / 2, total - total / 2) } else { (total - total / 2, total / 2) }
+            };
+            let (t, b) = same(input.0, kernel.0, stride.0);
+            let (l, r) = same(input.1, kernel.1, stride.1);
+            (t, l, b, r)
+        }
+        other => return Err(format!("auto_pad '{other}' is not valid").into()),
+    };
+    Ok((stride, pads))
+}
+
+/// 2-D convolution with group 1 and dilation 1.
+pub(super) fn conv(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    let (xn, wn) = (node.required(0)?, node.required(1)?);
+    if imp.is_const(xn) || !imp.is_const(wn) {
+        return unsupported("Conv needs X computed from the network input and constant weights W");
+    }
+    let x = imp.dynamic(xn)?;
+    let &[1, c, h, w] = &x.dims[..] else {
+        return unsupported(format!(
+            "input dims {:?}; only 2-D convolutions on a batch of one [1,C,H,W] are supported",
+            x.dims
+        ));
+    };
+    let group = node.int("group", 1)?;
+    if group != 1 {
+        return unsupported(format!("group {group} (only group 1 is supported)"));
+    }
+    let wt = imp.weight(wn)?;
+    let &[m, wc, kh, kw] = &wt.dims[..] else {
+        return Err(format!("weights have dims {:?}, expected [M, C, kH, kW]", wt.dims).into());
+    };
+    if wc != c {
+        return Err(format!("weights have {wc} input channels, the input has {c}").into());
+    }
+    if let Some(k) = node.sizes("kernel_shape")?
+        && k != [kh, kw]
+    {
+        return Err(format!("kernel_shape {k:?} does not match the weights' {kh}x{kw}").into());
+    }
+    let (stride, pad) = window(node, (kh, kw), (h, w))?;
+    let bias = match node.input(2) {
+        None => vec![0.0; m],
+        Some(b) if imp.is_const(b) => {
+            let bt = imp.weight(b)?;
+            if bt.data.len() != m {
+                return Err(format!("bias has {} values, expected {m}", bt.data.len()).into());
+            }
+            bt.data
+        }
+        Some(_) => return unsupported("the bias must be a constant"),
+    };
+    let op = Op::Conv2d(Conv2d { weight: wt.data, bias, c_out: m, kernel: (kh, kw), stride, pad });
+    let id = imp.push(node, "", op, &[x.id])?;
+    let s = imp.net.node(id).shape;
+    Ok(Value::Dyn(crate::graph::Dyn { id, dims: vec![1, s.c, s.h, s.w] }))
+}

@@ -1,0 +1,41 @@
+//! Lowering of ONNX operators, one file per family.
+
+mod affine;
+mod linear;
+mod pool;
+mod shape;
+
+use crate::graph::{Importer, Node, OpResult, Value, unsupported};
+
+const SUPPORTED: &str = "Gemm, MatMul, Conv, Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, MaxPool, \
+    AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Concat, Identity, \
+    Dropout, and on constants Shape, Gather, Slice, Cast, Constant";
+
+/// Lowers one node, returning the values of its outputs in order (fewer
+/// than the node declares when the rest are unsupported and unused).
+pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
+    let one = |v: Value| Ok(vec![v]);
+    match node.op() {
+        "Gemm" => one(linear::gemm(imp, node)?),
+        "MatMul" => one(linear::matmul(imp, node)?),
+        "Conv" => one(linear::conv(imp, node)?),
+        "Add" | "Sub" | "Mul" | "Div" => one(affine::binary(imp, node)?),
+        "BatchNormalization" => one(affine::batch_norm(imp, node)?),
+        "Relu" => one(affine::relu(imp, node)?),
+        "Neg" => one(affine::neg(imp, node)?),
+        "AveragePool" | "MaxPool" => one(pool::pool(imp, node)?),
+        "GlobalAveragePool" | "GlobalMaxPool" => one(pool::global_pool(imp, node)?),
+        "Flatten" => one(shape::flatten(imp, node)?),
+        "Reshape" => one(shape::reshape(imp, node)?),
+        "Transpose" => one(shape::transpose(imp, node)?),
+        "Unsqueeze" | "Squeeze" => one(shape::squeeze(imp, node)?),
+        "Concat" => one(shape::concat(imp, node)?),
+        "Shape" => one(shape::shape(imp, node)?),
+        "Gather" => one(shape::gather(imp, node)?),
+        "Slice" => one(shape::slice(imp, node)?),
+        "Cast" => one(shape::cast(imp, node)?),
+        "Constant" => one(shape::constant(imp, node)?),
+        "Identity" | "Dropout" => one(shape::identity(imp, node)?),
+        op => unsupported(format!("operator {op} (polycert supports {SUPPORTED})")),
+    }
+}

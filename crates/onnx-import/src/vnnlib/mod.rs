@@ -1,0 +1,435 @@
+//! VNNLIB (the VNN-COMP subset of SMT-LIB) to [`Property`].
+//!
+//! `(declare-const X_i Real)` are the flattened inputs and `Y_j` the
+//! outputs. The assertions together describe a counterexample, so the
+//! property holds when no input of the box satisfies them. They are put in
+//! disjunctive normal form; in each disjunct the input constraints must be
+//! bounds on single inputs (they give the box) and the output constraints
+//! become half-spaces `c·y ≤ d` of the unsafe region. Disjuncts with the same
+//! box share one [`SubProblem`].
+//!
+//! Decimal constants are taken as intervals that hold their exact value, and
+//! bounds are rounded outward: the box and the unsafe region can only grow,
+//! which keeps a "verified" verdict sound. Strict comparisons are read as
+//! non-strict for the same reason. (An output coefficient that is not
+//! exactly an f64, e.g. `(* 0.1 Y_0)`, is taken at its nearest f64.)
+
+mod sexpr;
+
+use polycert_deeppoly::{Halfspace, InputBox, Property, SubProblem};
+use polycert_interval::{Interval, fp};
+use sexpr::{Pos, Sx};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::Path;
+
+fn one() -> Interval<f64> {
+    Interval::new_unchecked(1.0, 1.0)
+}
+fn minus_one() -> Interval<f64> {
+    Interval::new_unchecked(-1.0, -1.0)
+}
+
+/// Most disjuncts the normal form may have.
+const MAX_DISJUNCTS: usize = 1 << 20;
+
+/// Why a VNNLIB file could not be read. Every message names the file;
+/// syntax errors also give the 1-based line and column.
+#[derive(Debug, thiserror::Error)]
+pub enum VnnlibError {
+    #[error("{file}: cannot read the file: {source}")]
+    Io { file: String, source: std::io::Error },
+    #[error("{file}:{line}:{col}: {msg}")]
+    Syntax { file: String, line: usize, col: usize, msg: String },
+    /// A well-formed file that does not describe a supported property.
+    #[error("{file}: {msg}")]
+    Property { file: String, msg: String },
+}
+
+/// Reads a `.vnnlib` or gzip-compressed `.vnnlib.gz` file (detected by its
+/// magic bytes) for a model with `n_inputs` inputs and `n_outputs` outputs.
+pub fn load_vnnlib(path: impl AsRef<Path>, n_inputs: usize, n_outputs: usize) -> Result<Property, VnnlibError> {
+    let path = path.as_ref();
+    let file = path.display().to_string();
+    let io = |source| VnnlibError::Io { file: file.clone(), source };
+    let bytes = std::fs::read(path).map_err(io)?;
+    let text = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut s).map_err(io)?;
+        s
+    } else {
+        String::from_utf8(bytes)
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error())))?
+    };
+    parse_vnnlib(&text, &file, n_inputs, n_outputs)
+}
+
+/// Parses VNNLIB text; `file_name` is used in messages and for the
+/// property's name.
+pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usize) -> Result<Property, VnnlibError> {
+    let mut p =
+        Parser { file: file_name, n: [n_inputs, n_outputs], declared: [vec![false; n_inputs], vec![false; n_outputs]] };
+    let forms = sexpr::parse(text).map_err(|(pos, msg)| p.err(pos, msg))?;
+    let mut base: Vec<Cls> = Vec::new();
+    let mut multi: Vec<Vec<Vec<Cls>>> = Vec::new();
+    for form in &forms {
+        let Sx::List(items, pos) = form else { return Err(p.err(form.pos(), "expected a command in parentheses")) };
+        match head(items) {
+            Some("declare-const") => p.declare(items, *pos)?,
+            Some("assert") => {
+                let [_, f] = &items[..] else { return Err(p.err(*pos, "assert takes one formula")) };
+                let mut dnf = p.formula(f)?;
+                match dnf.len() {
+                    0 => return Err(p.semantic(format!("the assertion at line {} is unsatisfiable", pos.line))),
+                    1 => base.append(&mut dnf[0]),
+                    _ => multi.push(dnf),
+                }
+            }
+            Some("set-logic" | "set-info" | "set-option" | "check-sat" | "get-model" | "exit") => {}
+            Some(other) => return Err(p.err(*pos, format!("unsupported command '{other}'"))),
+            None => return Err(p.err(*pos, "expected a command name")),
+        }
+    }
+    for (k, kind) in ["X", "Y"].iter().enumerate() {
+        if let Some(i) = p.declared[k].iter().position(|d| !d) {
+            let what = if k == 0 { "inputs" } else { "outputs" };
+            return Err(p.semantic(format!("{kind}_{i} is not declared: the model has {} {what}", p.n[k])));
+        }
+    }
+    let name = Path::new(file_name).file_name().and_then(|s| s.to_str()).unwrap_or(file_name);
+    let name = name.trim_end_matches(".gz").trim_end_matches(".vnnlib").to_string();
+    let subproblems = p.subproblems(&base, &multi)?;
+    let label = robustness_label(&subproblems, n_outputs);
+    Ok(Property { name, subproblems, label })
+}
+
+/// A variable: input `X_i` (kind 0) or output `Y_j` (kind 1).
+type Var = (usize, usize);
+
+/// A linear expression `Σ c·v + k` with interval coefficients.
+#[derive(Debug, Clone)]
+struct Lin {
+    terms: BTreeMap<Var, Interval<f64>>,
+    k: Interval<f64>,
+}
+
+impl Lin {
+    fn constant(k: Interval<f64>) -> Self {
+        Self { terms: BTreeMap::new(), k }
+    }
+    fn add(mut self, o: Lin) -> Self {
+        for (v, c) in o.terms {
+            let e = self.terms.entry(v).or_insert_with(Interval::zero);
+            *e = *e + c;
+        }
+        self.k = self.k + o.k;
+        self.terms.retain(|_, c| *c != Interval::zero());
+        self
+    }
+    fn scale(mut self, s: Interval<f64>) -> Self {
+        self.terms.values_mut().for_each(|c| *c = c.mul(s));
+        self.k = self.k.mul(s);
+        self.terms.retain(|_, c| *c != Interval::zero());
+        self
+    }
+}
+
+/// An atom `lin ≤ 0`, classified.
+#[derive(Debug, Clone)]
+enum Cls {
+    True,
+    False,
+    /// Input `i` with a lower (`false`) or upper (`true`) bound.
+    Bound(usize, bool, f64),
+    Out(Halfspace),
+}
+
+struct Parser<'a> {
+    file: &'a str,
+    n: [usize; 2],
+    declared: [Vec<bool>; 2],
+}
+
+fn head(items: &[Sx]) -> Option<&str> {
+    match items.first() {
+        Some(Sx::Atom(s, _)) => Some(s),
+        _ => None,
+    }
+}
+
+/// `lo/hi` corners of `d / c` for intervals (c not containing 0).
+fn div_hull(d: Interval<f64>, c: Interval<f64>) -> (f64, f64) {
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for a in [d.lo(), d.hi()] {
+        for b in [c.lo(), c.hi()] {
+            lo = lo.min(fp::div_down(a, b));
+            hi = hi.max(fp::div_up(a, b));
+        }
+    }
+    (lo, hi)
+}
+
+impl Parser<'_> {
+    fn err(&self, pos: Pos, msg: impl Into<String>) -> VnnlibError {
+        VnnlibError::Syntax { file: self.file.to_string(), line: pos.line, col: pos.col, msg: msg.into() }
+    }
+
+    fn semantic(&self, msg: String) -> VnnlibError {
+        VnnlibError::Property { file: self.file.to_string(), msg }
+    }
+
+    /// `X_i` / `Y_j` to a variable, checking the index range.
+    fn var_name(&self, s: &str, pos: Pos) -> Result<Option<Var>, VnnlibError> {
+        let (kind, idx) = match (s.strip_prefix("X_"), s.strip_prefix("Y_")) {
+            (Some(i), _) => (0, i),
+            (_, Some(i)) => (1, i),
+            _ => return Ok(None),
+        };
+        let i: usize = idx.parse().map_err(|_| self.err(pos, format!("bad variable index in '{s}'")))?;
+        if i >= self.n[kind] {
+            let what = if kind == 0 { "inputs" } else { "outputs" };
+            return Err(self.err(pos, format!("{s} is out of range: the model has {} {what}", self.n[kind])));
+        }
+        Ok(Some((kind, i)))
+    }
+
+    fn declare(&mut self, items: &[Sx], pos: Pos) -> Result<(), VnnlibError> {
+        let [_, Sx::Atom(name, npos), Sx::Atom(ty, tpos)] = items else {
+            return Err(self.err(pos, "expected (declare-const NAME Real)"));
+        };
+        if ty != "Real" {
+            return Err(self.err(*tpos, format!("unsupported sort '{ty}' (only Real)")));
+        }
+        let Some((k, i)) = self.var_name(name, *npos)? else {
+            return Err(self.err(*npos, format!("unsupported constant '{name}' (expected X_i or Y_j)")));
+        };
+        if std::mem::replace(&mut self.declared[k][i], true) {
+            return Err(self.err(*npos, format!("{name} is declared twice")));
+        }
+        Ok(())
+    }
+
+    fn term(&self, sx: &Sx) -> Result<Lin, VnnlibError> {
+        match sx {
+            Sx::Atom(s, pos) => {
+                if let Some(n) = sexpr::number(s) {
+                    return Ok(Lin::constant(n.map_err(|m| self.err(*pos, m))?));
+                }
+                match self.var_name(s, *pos)? {
+                    Some(v) if self.declared[v.0][v.1] => {
+                        Ok(Lin { terms: BTreeMap::from([(v, one())]), k: Interval::zero() })
+                    }
+                    Some(_) => Err(self.err(*pos, format!("{s} is used before its declaration"))),
+                    None => Err(self.err(*pos, format!("unknown symbol '{s}'"))),
+                }
+            }
+            Sx::List(items, pos) => {
+                let args = items.get(1..).unwrap_or_default();
+                let terms = args.iter().map(|a| self.term(a)).collect::<Result<Vec<_>, _>>()?;
+                match (head(items), terms.len()) {
+                    (_, 0) => Err(self.err(*pos, "expected an operator with arguments")),
+                    (Some("+"), _) => Ok(terms.into_iter().reduce(Lin::add).unwrap_or(Lin::constant(Interval::zero()))),
+                    (Some("-"), 1) => Ok(terms
+                        .into_iter()
+                        .map(|t| t.scale(minus_one()))
+                        .fold(Lin::constant(Interval::zero()), Lin::add)),
+                    (Some("-"), _) => {
+                        let mut it = terms.into_iter();
+                        let first = it.next().unwrap_or(Lin::constant(Interval::zero()));
+                        Ok(it.fold(first, |acc, t| acc.add(t.scale(minus_one()))))
+                    }
+                    (Some("*"), _) => {
+                        let (consts, vars): (Vec<Lin>, Vec<Lin>) = terms.into_iter().partition(|t| t.terms.is_empty());
+                        if vars.len() > 1 {
+                            return Err(self.err(*pos, "product of two variables is not linear"));
+                        }
+                        let s = consts.iter().fold(one(), |a, c| a.mul(c.k));
+                        Ok(vars.into_iter().next().unwrap_or(Lin::constant(one())).scale(s))
+                    }
+                    (Some("/"), 2) => {
+                        let mut it = terms.into_iter();
+                        let (a, b) = (it.next(), it.next());
+                        let (Some(a), Some(b)) = (a, b) else {
+                            return Err(self.err(*pos, "(/ a b) needs two arguments"));
+                        };
+                        if !b.terms.is_empty() || b.k.contains(0.0) {
+                            return Err(self.err(*pos, "division must be by a nonzero constant"));
+                        }
+                        let (lo, hi) = div_hull(one(), b.k);
+                        Ok(a.scale(Interval::new(lo, hi).map_err(|e| self.err(*pos, e.to_string()))?))
+                    }
+                    (Some(op), _) => Err(self.err(*pos, format!("unsupported operator '{op}' in a term"))),
+                    (None, _) => Err(self.err(*pos, "expected an operator")),
+                }
+            }
+        }
+    }
+
+    /// A formula in disjunctive normal form.
+    fn formula(&self, sx: &Sx) -> Result<Vec<Vec<Cls>>, VnnlibError> {
+        let (items, pos) = match sx {
+            Sx::Atom(s, _) if s == "true" => return Ok(vec![vec![]]),
+            Sx::Atom(s, _) if s == "false" => return Ok(vec![]),
+            Sx::Atom(s, pos) => return Err(self.err(*pos, format!("expected a formula, found '{s}'"))),
+            Sx::List(items, pos) => (items, *pos),
+        };
+        let args = items.get(1..).unwrap_or_default();
+        match head(items) {
+            Some("and") => {
+                let mut acc: Vec<Vec<Cls>> = vec![vec![]];
+                for a in args {
+                    let d = self.formula(a)?;
+                    if acc.len().saturating_mul(d.len()) > MAX_DISJUNCTS {
+                        return Err(self.err(pos, format!("the normal form has more than {MAX_DISJUNCTS} disjuncts")));
+                    }
+                    acc = acc.iter().flat_map(|c| d.iter().map(move |e| [c.clone(), e.clone()].concat())).collect();
+                }
+                Ok(acc)
+            }
+            Some("or") => {
+                let mut acc = Vec::new();
+                for a in args {
+                    acc.extend(self.formula(a)?);
+                    if acc.len() > MAX_DISJUNCTS {
+                        return Err(self.err(pos, format!("the normal form has more than {MAX_DISJUNCTS} disjuncts")));
+                    }
+                }
+                Ok(acc)
+            }
+            Some(op @ ("<=" | ">=" | "<" | ">" | "=")) => {
+                if args.len() < 2 {
+                    return Err(self.err(pos, format!("'{op}' needs at least two arguments")));
+                }
+                let terms = args.iter().map(|a| self.term(a)).collect::<Result<Vec<_>, _>>()?;
+                let mut conj = Vec::new();
+                for w in terms.windows(2) {
+                    let (a, b) = (w[0].clone(), w[1].clone());
+                    let le = a.clone().add(b.clone().scale(minus_one())); // a - b ≤ 0
+                    let ge = b.add(a.scale(minus_one())); // b - a ≤ 0
+                    match op {
+                        "<=" | "<" => conj.push(self.classify(le, pos)?),
+                        ">=" | ">" => conj.push(self.classify(ge, pos)?),
+                        _ => {
+                            conj.push(self.classify(le, pos)?);
+                            conj.push(self.classify(ge, pos)?);
+                        }
+                    }
+                }
+                Ok(vec![conj])
+            }
+            Some(op) => Err(self.err(pos, format!("unsupported connective '{op}'"))),
+            None => Err(self.err(pos, "expected a formula")),
+        }
+    }
+
+    /// Classifies `lin ≤ 0`.
+    fn classify(&self, lin: Lin, pos: Pos) -> Result<Cls, VnnlibError> {
+        let neg_k = -lin.k; // the atom is Σ c·v ≤ −k
+        let kinds: Vec<usize> = lin.terms.keys().map(|v| v.0).collect();
+        if kinds.is_empty() {
+            return Ok(if neg_k.hi() < 0.0 { Cls::False } else { Cls::True });
+        }
+        if kinds.iter().any(|&k| k != kinds[0]) {
+            return Err(self.err(pos, "constraints that mix inputs and outputs are not supported"));
+        }
+        if kinds[0] == 0 {
+            let [(&(_, i), &c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
+                return Err(self.err(pos, "only bounds on single inputs (box constraints) are supported"));
+            };
+            let (lo, hi) = div_hull(neg_k, c);
+            // `+ 0.0` turns a -0.0 into 0.0.
+            return Ok(if c.lo() > 0.0 { Cls::Bound(i, true, hi + 0.0) } else { Cls::Bound(i, false, lo + 0.0) });
+        }
+        let mut c = vec![0.0; self.n[1]];
+        for (&(_, j), &v) in &lin.terms {
+            c[j] = v.midpoint() + 0.0;
+        }
+        Ok(Cls::Out(Halfspace { c, d: neg_k.hi() + 0.0 }))
+    }
+
+    /// Combines the always-present atoms with one disjunct of each
+    /// disjunctive assertion, grouping the results by input box.
+    fn subproblems(&self, base: &[Cls], multi: &[Vec<Vec<Cls>>]) -> Result<Vec<SubProblem>, VnnlibError> {
+        let total = multi.iter().try_fold(1usize, |a, d| a.checked_mul(d.len()).filter(|&t| t <= MAX_DISJUNCTS));
+        if total.is_none() {
+            return Err(self.semantic(format!("the normal form has more than {MAX_DISJUNCTS} disjuncts")));
+        }
+        let n_in = self.n[0];
+        let mut out: Vec<SubProblem> = Vec::new();
+        let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
+        let mut choice = vec![0usize; multi.len()];
+        loop {
+            let mut lo = vec![f64::NEG_INFINITY; n_in];
+            let mut hi = vec![f64::INFINITY; n_in];
+            let mut conj = Vec::new();
+            let mut feasible = true;
+            let picked = multi.iter().zip(&choice).flat_map(|(d, &k)| d[k].iter());
+            for a in base.iter().chain(picked) {
+                match a {
+                    Cls::True => {}
+                    Cls::False => feasible = false,
+                    Cls::Bound(i, true, v) => hi[*i] = hi[*i].min(*v),
+                    Cls::Bound(i, false, v) => lo[*i] = lo[*i].max(*v),
+                    Cls::Out(h) => conj.push(h.clone()),
+                }
+            }
+            if let Some(i) = (0..n_in).find(|&i| lo[i] == f64::NEG_INFINITY || hi[i] == f64::INFINITY) {
+                let which = if lo[i] == f64::NEG_INFINITY { "lower" } else { "upper" };
+                return Err(self.semantic(format!("X_{i} has no {which} bound")));
+            }
+            if feasible && lo.iter().zip(&hi).all(|(l, h)| l <= h) {
+                let key: Vec<u64> = lo.iter().chain(&hi).map(|v| v.to_bits()).collect();
+                let k = *index.entry(key).or_insert_with(|| {
+                    out.push(SubProblem { input: InputBox { lo, hi }, unsafe_region: Vec::new() });
+                    out.len() - 1
+                });
+                out[k].unsafe_region.push(conj);
+            }
+            // next combination, the last assertion varying fastest
+            let mut d = choice.len();
+            while d > 0 {
+                choice[d - 1] += 1;
+                if choice[d - 1] < multi[d - 1].len() {
+                    break;
+                }
+                choice[d - 1] = 0;
+                d -= 1;
+            }
+            if d == 0 {
+                break;
+            }
+        }
+        if out.is_empty() {
+            return Err(self.semantic("the input constraints are unsatisfiable".into()));
+        }
+        Ok(out)
+    }
+}
+
+/// The label of a robustness property: one sub-problem whose unsafe region
+/// is `∪_{j≠l} {y_l − y_j ≤ 0}`.
+fn robustness_label(sps: &[SubProblem], n_out: usize) -> Option<usize> {
+    let [sp] = sps else { return None };
+    if n_out < 2 || sp.unsafe_region.len() != n_out - 1 {
+        return None;
+    }
+    let mut label = None;
+    let mut others = vec![false; n_out];
+    for conj in &sp.unsafe_region {
+        let [h] = &conj[..] else { return None };
+        let nz: Vec<(usize, f64)> = h.c.iter().copied().enumerate().filter(|(_, v)| *v != 0.0).collect();
+        let [(a, va), (b, vb)] = nz[..] else { return None };
+        let (l, j) = match (va, vb) {
+            (1.0, -1.0) => (a, b),
+            (-1.0, 1.0) => (b, a),
+            _ => return None,
+        };
+        if h.d != 0.0 || *label.get_or_insert(l) != l {
+            return None;
+        }
+        others[j] = true;
+    }
+    let l = label?;
+    (0..n_out).all(|j| j == l || others[j]).then_some(l)
+}

@@ -1,0 +1,197 @@
+//! VNNLIB parsing: semantics of the VNN-COMP subset, and error positions.
+
+use polycert_deeppoly::Halfspace;
+use polycert_onnx::{VnnlibError, load_vnnlib, parse_vnnlib};
+
+fn decls(n_in: usize, n_out: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n_in {
+        s += &format!("(declare-const X_{i} Real)\n");
+    }
+    for j in 0..n_out {
+        s += &format!("(declare-const Y_{j} Real)\n");
+    }
+    s
+}
+
+fn boxed(n_in: usize) -> String {
+    (0..n_in).map(|i| format!("(assert (<= X_{i} {}.5))\n(assert (>= X_{i} -{i}))\n", i + 1)).collect()
+}
+
+fn syntax(e: VnnlibError) -> (usize, usize, String) {
+    match e {
+        VnnlibError::Syntax { line, col, msg, .. } => (line, col, msg),
+        other => panic!("expected a syntax error, got {other}"),
+    }
+}
+
+#[test]
+fn robustness_property() {
+    let text = format!(
+        "; Mnist-like property with label: 1.\n{}{}\n; Output constraints:\n(assert (or\n    (and (>= Y_0 Y_1))\n    (and (>= Y_2 Y_1))\n))\n",
+        decls(3, 3),
+        boxed(3)
+    );
+    let p = parse_vnnlib(&text, "dir/prop_7.vnnlib", 3, 3).unwrap();
+    assert_eq!(p.name, "prop_7");
+    assert_eq!(p.label, Some(1));
+    let [sp] = &p.subproblems[..] else { panic!() };
+    assert_eq!(sp.input.lo, vec![0.0, -1.0, -2.0]);
+    assert_eq!(sp.input.hi, vec![1.5, 2.5, 3.5]);
+    // Y_0 >= Y_1  <=>  Y_1 - Y_0 <= 0
+    assert_eq!(sp.unsafe_region[0], vec![Halfspace { c: vec![-1.0, 1.0, 0.0], d: 0.0 }]);
+    assert_eq!(sp.unsafe_region[1], vec![Halfspace { c: vec![0.0, 1.0, -1.0], d: 0.0 }]);
+    p.check_dims(3, 3).unwrap();
+}
+
+#[test]
+fn linear_terms_constants_and_inexact_decimals() {
+    let text = format!(
+        "{}(assert (<= X_0 0.1))\n(assert (>= X_0 (- 0.5)))\n(assert (<= (* 2 X_1) 3))\n(assert (>= X_1 (+ 1 -2)))\n\
+         (assert (<= (+ (* 2.0 Y_0) Y_1 (- Y_1 Y_0)) 0.25))\n(assert (> Y_1 (/ Y_0 4)))\n",
+        decls(2, 2)
+    );
+    let p = parse_vnnlib(&text, "lin.vnnlib", 2, 2).unwrap();
+    assert_eq!(p.label, None);
+    let [sp] = &p.subproblems[..] else { panic!() };
+    // 0.1 is not an f64: the bound is rounded up past it.
+    assert!(sp.input.hi[0] > 0.1 && sp.input.hi[0] == 0.1f64.next_up());
+    assert_eq!((sp.input.lo[0], sp.input.lo[1], sp.input.hi[1]), (-0.5, -1.0, 1.5));
+    // Top-level output asserts form one conjunction.
+    let [conj] = &sp.unsafe_region[..] else { panic!() };
+    assert_eq!(conj[0], Halfspace { c: vec![1.0, 2.0], d: 0.25 });
+    assert_eq!(conj[1], Halfspace { c: vec![0.25, -1.0], d: 0.0 });
+}
+
+#[test]
+fn input_disjunctions_make_sub_problems_and_output_conjunctions_distribute() {
+    let text = format!(
+        "{}(assert (or (and (>= X_0 0) (<= X_0 1)) (and (>= X_0 2) (<= X_0 3))))\n\
+         (assert (or (<= Y_0 0) (<= Y_1 0)))\n(assert (or (>= Y_0 5) (and (>= Y_1 5) (<= Y_0 Y_1))))\n",
+        decls(1, 2)
+    );
+    let p = parse_vnnlib(&text, "dnf.vnnlib", 1, 2).unwrap();
+    assert_eq!(p.subproblems.len(), 2);
+    assert_eq!((p.subproblems[0].input.lo[0], p.subproblems[0].input.hi[0]), (0.0, 1.0));
+    assert_eq!((p.subproblems[1].input.lo[0], p.subproblems[1].input.hi[0]), (2.0, 3.0));
+    for sp in &p.subproblems {
+        // (A ∨ B) ∧ (C ∨ (D ∧ E)) = AC ∨ ADE ∨ BC ∨ BDE
+        assert_eq!(sp.unsafe_region.len(), 4);
+        let sizes: Vec<usize> = sp.unsafe_region.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [2, 3, 2, 3]);
+        assert_eq!(sp.unsafe_region[0][1], Halfspace { c: vec![-1.0, 0.0], d: -5.0 });
+    }
+}
+
+#[test]
+fn equality_and_contradictory_disjuncts() {
+    let text = format!(
+        "{}(assert (= X_0 0.25))\n(assert (or (and (>= X_1 0) (<= X_1 1)) (and (>= X_1 3) (<= X_1 2))))\n(assert (<= Y_0 1))\n",
+        decls(2, 1)
+    );
+    let p = parse_vnnlib(&text, "eq.vnnlib", 2, 1).unwrap();
+    let [sp] = &p.subproblems[..] else { panic!("the empty box is dropped") };
+    assert_eq!((sp.input.lo.clone(), sp.input.hi.clone()), (vec![0.25, 0.0], vec![0.25, 1.0]));
+}
+
+#[test]
+fn gzip_and_plain_files() {
+    use std::io::Write;
+    let text = format!("{}{}(assert (>= Y_0 Y_1))\n", decls(2, 2), boxed(2));
+    let dir = std::env::temp_dir();
+    let plain = dir.join(format!("polycert-vnn-{}.vnnlib", std::process::id()));
+    let gz = dir.join(format!("polycert-vnn-{}.vnnlib.gz", std::process::id()));
+    std::fs::write(&plain, &text).unwrap();
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(text.as_bytes()).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let a = load_vnnlib(&plain, 2, 2).unwrap();
+    let b = load_vnnlib(&gz, 2, 2).unwrap();
+    std::fs::remove_file(&plain).ok();
+    std::fs::remove_file(&gz).ok();
+    assert_eq!(a.subproblems, b.subproblems);
+    assert_eq!(a.name, b.name);
+    assert_eq!(a.label, Some(1));
+    let e = load_vnnlib("/nonexistent/p.vnnlib", 1, 1).unwrap_err();
+    assert!(matches!(e, VnnlibError::Io { .. }) && e.to_string().contains("/nonexistent/p.vnnlib"));
+}
+
+#[test]
+fn errors_give_line_and_column() {
+    let d = decls(2, 2);
+    let n = d.lines().count();
+    let parse = |body: &str| parse_vnnlib(&format!("{d}{body}"), "bad.vnnlib", 2, 2).unwrap_err();
+
+    let (l, c, m) = syntax(parse("(assert (<= X_0 1)\n"));
+    assert_eq!((l, c), (n + 1, 1), "{m}");
+    assert!(m.contains("unclosed"));
+    let (l, c, _) = syntax(parse("(assert (<= X_0 1)))\n"));
+    assert_eq!((l, c), (n + 1, 20));
+    let (l, c, m) = syntax(parse("(assert (<= X_0 1))\n(assert (<= Z_0 1))\n"));
+    assert_eq!((l, c), (n + 2, 13));
+    assert!(m.contains("unknown symbol 'Z_0'"));
+    let (l, c, m) = syntax(parse("\n  (assert (>= X_7 1))\n"));
+    assert_eq!((l, c), (n + 2, 15));
+    assert!(m.contains("X_7 is out of range") && m.contains("2 inputs"), "{m}");
+    let (_, _, m) = syntax(parse("(assert (<= (* X_0 X_1) 1))"));
+    assert!(m.contains("not linear"));
+    let (_, _, m) = syntax(parse("(assert (<= X_0 Y_1))"));
+    assert!(m.contains("mix inputs and outputs"));
+    let (_, _, m) = syntax(parse("(assert (<= (+ X_0 X_1) 1))"));
+    assert!(m.contains("box constraints"));
+    let (_, _, m) = syntax(parse("(assert (not (<= X_0 1)))"));
+    assert!(m.contains("'not'"));
+    let (_, _, m) = syntax(parse("(assert (<= X_0 1e999))"));
+    assert!(m.contains("range"));
+    let (_, _, m) = syntax(parse("(declare-const X_0 Real)"));
+    assert!(m.contains("declared twice"));
+
+    let e = parse(&format!("{}(assert (<= X_1 1))", boxed(1)));
+    let msg = e.to_string();
+    assert!(
+        matches!(e, VnnlibError::Property { .. })
+            && msg.contains("bad.vnnlib")
+            && msg.contains("X_1 has no lower bound"),
+        "{msg}"
+    );
+    // The file's variables do not match the model's dimensions.
+    let e = parse_vnnlib(&format!("{}{}", decls(2, 2), boxed(2)), "dims.vnnlib", 3, 2).unwrap_err();
+    assert!(e.to_string().contains("X_2 is not declared: the model has 3 inputs"), "{e}");
+    let e = parse_vnnlib(&format!("{}{}", decls(2, 2), boxed(2)), "dims.vnnlib", 2, 1).unwrap_err();
+    assert!(e.to_string().starts_with("dims.vnnlib:") && e.to_string().contains("Y_1 is out of range"), "{e}");
+}
+
+#[test]
+fn mutated_files_never_panic() {
+    let text = format!(
+        "; c\n{}{}(assert (or (and (>= Y_0 Y_1) (<= (+ Y_0 (* 2 Y_1)) 1.5)) (and (>= Y_1 (- Y_0 0.1)))))\n",
+        decls(2, 2),
+        boxed(2)
+    );
+    let bytes = text.as_bytes();
+    let alphabet = b"()XY_0123456789.-+*e; \nabdnorst<=>";
+    let mut s = 0x2545f4914f6cdd1du64;
+    let mut rnd = |n: usize| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % n as u64) as usize
+    };
+    for _ in 0..3000 {
+        let mut b = bytes.to_vec();
+        for _ in 0..1 + rnd(3) {
+            let i = rnd(b.len());
+            match rnd(3) {
+                0 => b[i] = alphabet[rnd(alphabet.len())],
+                1 => {
+                    b.remove(i);
+                }
+                _ => b.insert(i, alphabet[rnd(alphabet.len())]),
+            }
+        }
+        let t = String::from_utf8(b).unwrap();
+        if let Err(e) = parse_vnnlib(&t, "m.vnnlib", 2, 2) {
+            assert!(e.to_string().starts_with("m.vnnlib"), "{e}");
+        }
+    }
+}
