@@ -304,13 +304,15 @@ __device__ void slice_cols(const T* __restrict__ lo, const T* __restrict__ hi, i
 // Forward interval pass of an affine neuron: exact range of sum w*x + b,
 // widened by the inference's rounding e = gamma * (sum |w||x| + |b|) + eta.
 template <typename T>
-__device__ void finish_affine(double lo, double hi, double mag, T b, double gamma, double eta, int o, T* flo,
-                              T* fhi, T* blo, T* bhi) {
+__device__ void finish_affine(double lo, double hi, double mag, T b, double gamma, double eta, double thresh, int o,
+                              T* flo, T* fhi, T* blo, T* bhi) {
     double bd = (double)b;
     lo = __dadd_rd(lo, bd);
     hi = __dadd_ru(hi, bd);
     mag = __dadd_ru(mag, fabs(bd));
     double e = __dadd_ru(__dmul_ru(gamma, mag), eta);
+    // Past the network format's overflow threshold inference may give inf/NaN.
+    if (!(__dadd_ru(mag, e) < thresh)) e = 1.0 / 0.0;
     store_rd(&flo[o], __dadd_rd(lo, -e));
     store_ru(&fhi[o], __dadd_ru(hi, e));
     store_rd(&blo[o], __dadd_rd(bd, -e));
@@ -321,7 +323,7 @@ __device__ void finish_affine(double lo, double hi, double mag, T b, double gamm
 template <typename T>
 __device__ void forward_dense(const T* __restrict__ w, const T* __restrict__ b, int n_in, int n_out,
                               const T* __restrict__ xlo, const T* __restrict__ xhi, double gamma, double eta,
-                              T* flo, T* fhi, T* blo, T* bhi) {
+                              double thresh, T* flo, T* fhi, T* blo, T* bhi) {
     int o = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (o >= n_out) return;
@@ -339,7 +341,7 @@ __device__ void forward_dense(const T* __restrict__ w, const T* __restrict__ b, 
         hi = __dadd_ru(hi, __shfl_down_sync(0xffffffff, hi, s));
         mag = __dadd_ru(mag, __shfl_down_sync(0xffffffff, mag, s));
     }
-    if (lane == 0) finish_affine(lo, hi, mag, b[o], gamma, eta, o, flo, fhi, blo, bhi);
+    if (lane == 0) finish_affine(lo, hi, mag, b[o], gamma, eta, thresh, o, flo, fhi, blo, bhi);
 }
 
 // One thread per output neuron; gamma/eta are per-neuron-count tables
@@ -347,7 +349,7 @@ __device__ void forward_dense(const T* __restrict__ w, const T* __restrict__ b, 
 template <typename T>
 __device__ void forward_conv(const T* __restrict__ w, const T* __restrict__ b, Geom gi, ConvGeom cg, int c_out, int ho,
                              int wo, const T* __restrict__ xlo, const T* __restrict__ xhi, const double* __restrict__ gamma,
-                             double eta_unit, T* flo, T* fhi, T* blo, T* bhi) {
+                             double eta_unit, double thresh, T* flo, T* fhi, T* blo, T* bhi) {
     int o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= c_out * ho * wo) return;
     int co = o / (ho * wo), oy = (o / wo) % ho, ox = o % wo;
@@ -371,7 +373,8 @@ __device__ void forward_conv(const T* __restrict__ w, const T* __restrict__ b, G
             }
         }
     // n products plus the bias: gamma_{n+1}, and (n+2) * eta.
-    finish_affine(lo, hi, mag, b[co], gamma[n + 1], __dmul_ru((double)(n + 2), eta_unit), o, flo, fhi, blo, bhi);
+    finish_affine(lo, hi, mag, b[co], gamma[n + 1], __dmul_ru((double)(n + 2), eta_unit), thresh, o, flo, fhi, blo,
+                  bhi);
 }
 
 // ---------------------------------------------------------------------------
@@ -410,14 +413,14 @@ __device__ void forward_conv(const T* __restrict__ w, const T* __restrict__ b, G
         slice_cols<T>(l, h, rows, cols, start, len, ol, oh);                                                      \
     }                                                                                                             \
     extern "C" __global__ void forward_dense_##S(const T* w, const T* b, int n_in, int n_out, const T* xl,        \
-                                                 const T* xh, double gamma, double eta, T* fl, T* fh, T* bl,      \
-                                                 T* bh) {                                                         \
-        forward_dense<T>(w, b, n_in, n_out, xl, xh, gamma, eta, fl, fh, bl, bh);                                  \
+                                                 const T* xh, double gamma, double eta, double th, T* fl, T* fh,  \
+                                                 T* bl, T* bh) {                                                  \
+        forward_dense<T>(w, b, n_in, n_out, xl, xh, gamma, eta, th, fl, fh, bl, bh);                              \
     }                                                                                                             \
     extern "C" __global__ void forward_conv_##S(const T* w, const T* b, Geom gi, ConvGeom cg, int c_out, int ho,  \
                                                 int wo, const T* xl, const T* xh, const double* gamma,            \
-                                                double eta, T* fl, T* fh, T* bl, T* bh) {                         \
-        forward_conv<T>(w, b, gi, cg, c_out, ho, wo, xl, xh, gamma, eta, fl, fh, bl, bh);                         \
+                                                double eta, double th, T* fl, T* fh, T* bl, T* bh) {              \
+        forward_conv<T>(w, b, gi, cg, c_out, ho, wo, xl, xh, gamma, eta, th, fl, fh, bl, bh);                     \
     }
 
 INSTANTIATE(float, f32)

@@ -3,12 +3,22 @@
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
-const USAGE: &str = "usage: cargo xtask <task>\n\ntasks:\n  codegen   regenerate crates/onnx-import/src/onnx_pb.rs from proto/onnx.proto";
+mod gpu;
+
+const USAGE: &str = "usage: cargo xtask <task>\n\ntasks:\n  codegen      regenerate crates/onnx-import/src/onnx_pb.rs from proto/onnx.proto\n  gpu-prepare  build the GPU test binaries and polycert, copy them and ../shared/bench into carry/\n  gpu-test     gpu-prepare, then print the device command that runs the GPU tests";
 
 fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1);
     match task.as_deref() {
         Some("codegen") => codegen(),
+        Some("gpu-prepare") => gpu::prepare(&workspace_root(), true),
+        Some("gpu-test") => {
+            gpu::prepare(&workspace_root(), false)?;
+            println!(
+                "carry/ is ready. On the GPU machine (device tool, carry [\"carry\"]) run:\n  bash bench/gpu/run.sh tests"
+            );
+            Ok(())
+        }
         Some(other) => anyhow::bail!("unknown task '{other}'\n\n{USAGE}"),
         None => {
             eprintln!("{USAGE}");

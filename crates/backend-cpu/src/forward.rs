@@ -10,7 +10,13 @@ pub fn finish_affine<T: Fp>(mut acc: DotAcc, b: T, model: FloatModel) -> [T; 4] 
     let n = acc.n + 1;
     acc.push_constant(Interval::new_unchecked(b, b));
     let (lo, hi) = Widening::for_terms(acc.n).apply(acc.lo, acc.hi, acc.mag);
-    let e = model.rounding_error_bound(n, acc.mag_upper());
+    let mag = acc.mag_upper();
+    let e = model.rounding_error_bound(n, mag);
+    // Past the format's overflow threshold the inference may return ±inf or NaN.
+    let reach = fp::add_up(mag, e);
+    if reach.is_nan() || reach >= model.overflow_threshold() {
+        return [T::neg_infinity(), T::infinity(), T::neg_infinity(), T::infinity()];
+    }
     let b64 = b.to_f64_exact();
     [
         fp::from_f64_down(fp::sub_down(lo, e)),

@@ -358,7 +358,16 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let (ni, no) = (n_in as i32, n_out as i32);
         let f = self.dev.func("forward_dense", T::SUFFIX);
         let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&w.data).arg(&bias.data).arg(&ni).arg(&no).arg(&x.0.data).arg(&x.1.data).arg(&gamma).arg(&eta);
+        let thresh = model.overflow_threshold();
+        b.arg(&w.data)
+            .arg(&bias.data)
+            .arg(&ni)
+            .arg(&no)
+            .arg(&x.0.data)
+            .arg(&x.1.data)
+            .arg(&gamma)
+            .arg(&eta)
+            .arg(&thresh);
         b.arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
         if n_out > 0 {
             unsafe { b.launch(grid_for(32 * n_out)) }.map_err(|e| driver_err("forward_dense", e))?;
@@ -391,7 +400,8 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let f = self.dev.func("forward_conv", T::SUFFIX);
         let mut b = self.dev.stream.launch_builder(f);
         b.arg(&w.data).arg(&bias.data).arg(&gi).arg(&kc).arg(&co).arg(&hoi).arg(&woi).arg(&x.0.data).arg(&x.1.data);
-        b.arg(&gam).arg(&eta).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
+        let thresh = model.overflow_threshold();
+        b.arg(&gam).arg(&eta).arg(&thresh).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
         if n > 0 {
             unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("forward_conv", e))?;
         }

@@ -32,7 +32,14 @@ where
         for (n, ((la, ha), (lb, hb))) in ba.iter().zip(&bb).enumerate() {
             for j in 0..la.len() {
                 let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs()));
-                assert!(close(la[j], lb[j]) && close(ha[j], hb[j]), "net {k} node {n}[{j}]: cpu [{}, {}] gpu [{}, {}]", la[j], ha[j], lb[j], hb[j]);
+                assert!(
+                    close(la[j], lb[j]) && close(ha[j], hb[j]),
+                    "net {k} node {n}[{j}]: cpu [{}, {}] gpu [{}, {}]",
+                    la[j],
+                    ha[j],
+                    lb[j],
+                    hb[j]
+                );
             }
         }
         let (ra, rb) = (a.analyze(&prop).unwrap(), b.analyze(&prop).unwrap());

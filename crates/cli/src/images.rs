@@ -50,7 +50,7 @@ pub fn parse_csv(text: &str, name: &str, channels: usize, layout: Layout) -> Res
             .map(|v| v.trim().parse::<f64>().map(|p| p / 255.0))
             .collect::<Result<_, _>>()
             .with_context(|| format!("{name}:{}: bad pixel value", ln + 1))?;
-        if px.is_empty() || px.len() % channels != 0 {
+        if px.is_empty() || !px.len().is_multiple_of(channels) {
             bail!("{name}:{}: {} pixels do not split into {channels} channels", ln + 1, px.len());
         }
         if let Some(p) = px.iter().find(|p| !(0.0..=1.0).contains(*p)) {

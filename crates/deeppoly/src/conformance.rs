@@ -151,6 +151,20 @@ pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B) {
     }
 }
 
+/// When the float32 inference can overflow, the bounds are the whole line
+/// (inference may return inf), never a finite interval.
+pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B) {
+    let mut net = Network::new(Shape::flat(1));
+    let w = 1.0e38f32 as f64; // the f32 threshold is 2^127 ≈ 1.7e38
+    net.push("big", crate::Op::Dense { weight: vec![w, 1.0], bias: vec![0.0; 2], out: 2 }, &[0]).expect("valid");
+    let a = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare");
+    let b = a.node_bounds(&InputBox::new(vec![1.0], vec![2.0]).expect("box")).expect("bounds");
+    assert_eq!((b[1].0[0], b[1].1[0]), (f64::NEG_INFINITY, f64::INFINITY), "{:?}", b[1]);
+    assert!(b[1].0[1] <= 1.0 && b[1].1[1] >= 2.0 && b[1].1[1] < 2.001);
+    let ok = a.node_bounds(&InputBox::new(vec![0.5], vec![1.0]).expect("box")).expect("bounds");
+    assert!(ok[1].1[0].is_finite(), "no overflow below 1.7e38: {:?}", ok[1]);
+}
+
 /// Instantiates the conformance suite for a backend expression.
 #[macro_export]
 macro_rules! backend_conformance_tests {
@@ -180,6 +194,14 @@ macro_rules! backend_conformance_tests {
         #[test]
         fn early_termination_same_verdicts_f32() {
             $crate::conformance::early_termination_same_verdicts::<_, f32>(&$make);
+        }
+        #[test]
+        fn overflow_gives_no_bounds_f32() {
+            $crate::conformance::overflow_gives_no_bounds::<_, f32>(&$make);
+        }
+        #[test]
+        fn overflow_gives_no_bounds_f64() {
+            $crate::conformance::overflow_gives_no_bounds::<_, f64>(&$make);
         }
         #[test]
         fn points_inside_bounds_f64() {

@@ -46,6 +46,13 @@ pub(crate) enum Step<Buf> {
     },
 }
 
+/// The inference's rounding bound for `ops` operations on values up to
+/// `mag`, or `+inf` when they could overflow the network's format.
+fn rounding_or_overflow(model: polycert_interval::FloatModel, ops: usize, mag: f64) -> f64 {
+    let e = model.rounding_error_bound(ops, mag);
+    if fp::add_up(mag, e) < model.overflow_threshold() { e } else { f64::INFINITY }
+}
+
 /// Bounds and backsubstitution data of one node.
 type NodeResult<T, Buf> = (Bounds<T, Buf>, Step<Buf>);
 
@@ -159,7 +166,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 for i in 0..n {
                     let s = polycert_interval::Interval::new_unchecked(slo[i].to_f64_exact(), shi[i].to_f64_exact());
                     let y = s * inv;
-                    let e = model.rounding_error_bound(1, y.mag());
+                    let e = rounding_or_overflow(model, 1, y.mag());
                     lo[i] = fp::from_f64_down(fp::sub_down(y.lo(), e));
                     hi[i] = fp::from_f64_up(fp::add_up(y.hi(), e));
                     eh[i] = fp::from_f64_up(e);
@@ -185,7 +192,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let l = fp::add_down(a.lo[i].to_f64_exact(), b.lo[i].to_f64_exact());
                     let h = fp::add_up(a.hi[i].to_f64_exact(), b.hi[i].to_f64_exact());
                     // One rounding: |fl(a+b) − (a+b)| ≤ u·|a+b| (+ nothing: sums of floats do not underflow inexactly).
-                    let e = model.rounding_error_bound(1, l.abs().max(h.abs()));
+                    let e = rounding_or_overflow(model, 1, l.abs().max(h.abs()));
                     lo[i] = fp::from_f64_down(fp::sub_down(l, e));
                     hi[i] = fp::from_f64_up(fp::add_up(h, e));
                     ehi[i] = fp::from_f64_up(e);
@@ -211,8 +218,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let (m, c) = (mul[i / hw], add[i / hw]);
                     let xi = polycert_interval::Interval::new_unchecked(x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
                     let y = xi.mul(m) + c;
-                    let e = model
-                        .rounding_error_bound(*float_ops as usize, fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag()));
+                    let mag = fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag());
+                    let e = rounding_or_overflow(model, *float_ops as usize, mag);
                     lo[i] = fp::from_f64_down(fp::sub_down(y.lo(), e));
                     hi[i] = fp::from_f64_up(fp::add_up(y.hi(), e));
                     ml[i] = fp::from_f64_down(m.lo());

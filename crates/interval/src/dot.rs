@@ -37,6 +37,30 @@ impl FloatModel {
         if den <= 0.0 { f64::INFINITY } else { fp::div_up(nu, den) }
     }
 
+    /// A magnitude below which no operation of the model overflows:
+    /// `2^emax`, with `emax = 1 − emin` (IEEE 754 binary formats) and `emin`
+    /// derived from `unit_roundoff = 2^-p` and `min_subnormal = 2^(emin+1-p)`
+    /// (rounded so as to err low). `+inf` for the exact model.
+    pub fn overflow_threshold(self) -> f64 {
+        if self.unit_roundoff == 0.0 {
+            return f64::INFINITY;
+        }
+        // floor(log2(x)) of a positive finite f64, exactly, from its bits.
+        fn floor_log2(x: f64) -> i32 {
+            let b = x.to_bits();
+            let e = ((b >> 52) & 0x7ff) as i32;
+            if e == 0 { -1011 - b.leading_zeros() as i32 } else { e - 1023 }
+        }
+        let ceil_log2 = |x: f64| {
+            let e = floor_log2(x);
+            if f64::powi(2.0, e) == x { e } else { e + 1 }
+        };
+        let p = -floor_log2(self.unit_roundoff); // >= -log2(u)
+        let emin = ceil_log2(self.min_subnormal) + p - 1;
+        let emax = (1 - emin).min(1023);
+        f64::powi(2.0, emax)
+    }
+
     /// Upper bound on `|fl(Σ_{i<n} w_i·x_i + b) − (Σ w_i·x_i + b)|` for any
     /// summation order, with or without FMA, given an upper bound
     /// `abs_sum ≥ Σ|w_i·x_i| + |b|` over `n` terms (the bias counts as one).
@@ -135,10 +159,13 @@ impl DotAcc {
         Widening::for_terms(self.n).interval(self.lo, self.hi, self.mag)
     }
 
-    /// Sound upper bound on the exact magnitude sum.
+    /// Sound upper bound on the exact magnitude sum (`+inf` when the
+    /// accumulated magnitude is NaN, e.g. from an infinite bound times a zero
+    /// weight).
     pub fn mag_upper(&self) -> f64 {
         let w = Widening::for_terms(self.n);
-        (self.mag + w.error(self.mag)).next_up()
+        let m = (self.mag + w.error(self.mag)).next_up();
+        if m.is_nan() { f64::INFINITY } else { m }
     }
 }
 
@@ -166,6 +193,10 @@ pub fn dot_scalar<T: Fp>(x: &[T], w: &[T]) -> Interval<T> {
 /// `Σ w_i·x_i + b` can produce for `x_i ∈ x[i]`, in any summation order,
 /// with or without FMA: the exact range widened by
 /// `γ_{n+1}·(Σ|w_i|·|x_i| + |b|) + (n+2)·η`.
+///
+/// When some evaluation could overflow in the model's format (a product or
+/// partial sum may reach [`FloatModel::overflow_threshold`]), the program can
+/// return `±inf` or NaN, so the result is the whole line.
 pub fn fp_dot_enclosure<T: Fp>(w: &[T], x: &[Interval<T>], b: T, model: FloatModel) -> Interval<T> {
     assert_eq!(x.len(), w.len(), "fp_dot_enclosure: length mismatch");
     let mut acc = DotAcc::default();
@@ -175,7 +206,14 @@ pub fn fp_dot_enclosure<T: Fp>(w: &[T], x: &[Interval<T>], b: T, model: FloatMod
     let bias = Interval::new_unchecked(b, b);
     acc.push_constant(bias);
     let exact: Interval<f64> = Widening::for_terms(acc.n).interval(acc.lo, acc.hi, acc.mag);
-    let e = model.rounding_error_bound(acc.n, acc.mag_upper());
+    let mag = acc.mag_upper();
+    let e = model.rounding_error_bound(acc.n, mag);
+    // Every product and partial sum of any evaluation is at most `mag + e`
+    // in magnitude; at or beyond the threshold it may round to infinity.
+    let bound = fp::add_up(mag, e);
+    if bound.is_nan() || bound >= model.overflow_threshold() {
+        return Interval::entire();
+    }
     let lo = fp::sub_down(exact.lo(), e);
     let hi = fp::add_up(exact.hi(), e);
     Interval::new_unchecked(fp::from_f64_down(lo), fp::from_f64_up(hi))
@@ -213,6 +251,28 @@ mod tests {
         let fpe = fp_dot_enclosure(&w, &x, 0.5, FloatModel::F32);
         assert!(fpe.lo() < exact.lo() + 0.5 && fpe.hi() > exact.hi() + 0.5);
         assert!(fpe.hi() - (exact.hi() + 0.5) < 1e-4);
+    }
+
+    #[test]
+    fn overflow_thresholds() {
+        assert_eq!(FloatModel::F32.overflow_threshold(), 2f64.powi(127));
+        assert_eq!(FloatModel::F64.overflow_threshold(), 2f64.powi(1023));
+        assert_eq!(FloatModel::EXACT.overflow_threshold(), f64::INFINITY);
+    }
+
+    #[test]
+    fn fp_dot_enclosure_with_possible_overflow_is_entire() {
+        // Found by polycert-soundness: in float32, 2e38 + 2e38 - 2e38 is inf
+        // left to right (NaN in other cases), while the exact value is 2e38.
+        let x = vec![Interval::point(2e38f32).unwrap(); 3];
+        let w = [1.0f32, 1.0, -1.0];
+        assert_eq!(fp_dot_enclosure(&w, &x, 0.0, FloatModel::F32), Interval::entire());
+        // A NaN magnitude sum (infinite bound times a zero weight) too.
+        let x = [Interval::new(1.0f32, f32::INFINITY).unwrap()];
+        assert_eq!(fp_dot_enclosure(&[0.0], &x, 1.0, FloatModel::F32), Interval::entire());
+        // No overflow possible: finite.
+        let e = fp_dot_enclosure(&w, &[Interval::point(1e30f32).unwrap(); 3], 0.0, FloatModel::F32);
+        assert!(e.lo().is_finite() && e.hi().is_finite() && e.contains(1e30));
     }
 
     #[test]

@@ -86,11 +86,18 @@ impl Fp for f64 {
     }
 }
 
-/// Error of `s = fl(a + b)` by TwoSum (exact when no overflow occurs).
+/// Error of `s = fl(a + b)` (finite `s`), exactly, by Fast2Sum on the
+/// operands ordered by magnitude.
+///
+/// Plain TwoSum is not used: its intermediate `s - a` can overflow even
+/// though `s` is finite (e.g. f32 `a = -1.5·ulp(MAX)`, `b = MAX`: `s` ties
+/// to `MAX - ulp`, then `s - a = MAX + ulp/2` ties to `inf`), making the
+/// error NaN and the directed result wrong. Fast2Sum's `s - x` with
+/// `|x| >= |y|` is exact, hence never overflows when `s` is finite.
 #[inline(always)]
 fn two_sum_err<T: Fp>(a: T, b: T, s: T) -> T {
-    let bb = s - a;
-    (a - (s - bb)) + (b - bb)
+    let (x, y) = if a.abs() >= b.abs() { (a, b) } else { (b, a) };
+    y - (s - x)
 }
 
 /// `a + b` rounded toward -inf. Inputs must not be NaN nor `inf + -inf`.
@@ -200,6 +207,16 @@ mod tests {
         assert_eq!(add_up(a, b), 1.0f32.next_up());
         assert_eq!(add_up(1.0f32, 1.0), 2.0);
         assert_eq!(add_down(1.0f32, 1.0), 2.0);
+    }
+
+    #[test]
+    fn add_near_overflow_tie_is_directed() {
+        // TwoSum's `s - a` overflowed here (found by polycert-soundness).
+        let u = f32::MAX - f32::MAX.next_down(); // ulp(MAX) = 2^104
+        let a = -1.5 * u;
+        assert_eq!(add_down(a, f32::MAX), f32::MAX.next_down().next_down());
+        assert_eq!(add_up(a, f32::MAX), f32::MAX.next_down());
+        assert_eq!(add_up(-f32::MAX, -a), -f32::MAX.next_down().next_down());
     }
 
     #[test]
