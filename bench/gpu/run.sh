@@ -11,7 +11,7 @@ pass=0; fail=0
 for t in "$C"/tests/*; do
     [ -x "$t" ] || continue
     echo "== $(basename "$t")"
-    POLYCERT_REQUIRE_GPU=1 "$t" --test-threads 1 2>&1 | tee "$OUT/test-$(basename "$t").log" | grep -E "^test |test result"
+    POLYCERT_BENCH="$C/bench" POLYCERT_REQUIRE_GPU=1 "$t" --test-threads 1 2>&1 | tee "$OUT/test-$(basename "$t").log" | grep -E "^test |test result"
     p=$(grep -oE "[0-9]+ passed" "$OUT/test-$(basename "$t").log" | awk '{s+=$1} END {print s+0}')
     f=$(grep -oE "[0-9]+ failed" "$OUT/test-$(basename "$t").log" | awk '{s+=$1} END {print s+0}')
     pass=$((pass + p)); fail=$((fail + f))

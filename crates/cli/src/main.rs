@@ -47,6 +47,9 @@ pub struct AnalysisArgs {
     /// Skip the second pass that tightens ReLU inputs.
     #[arg(long)]
     no_refine: bool,
+    /// PGD steps to look for a counterexample when a property is not proved (0: none).
+    #[arg(long, default_value_t = 20)]
+    attack_steps: usize,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -65,6 +68,7 @@ impl AnalysisArgs {
                 ReluLowerArg::One => ReluLower::One,
             },
             refine: !self.no_refine,
+            attack_steps: self.attack_steps,
             timeout: timeout.map(Duration::from_secs_f64),
             ..Options::default()
         }

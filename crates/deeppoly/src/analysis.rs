@@ -165,13 +165,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
                 r => r?,
             };
-            let proved = r.1;
-            first_bounds.get_or_insert(r.0);
+            let (lbs, proved) = r;
             if !proved {
+                let order = crate::attack::weakest_disjuncts(sp, &lbs, 3);
                 verdict = match self.opts.attack_steps {
                     0 => Verdict::Unknown,
-                    n => crate::attack::pgd(self.net, sp, n).map_or(Verdict::Unknown, Verdict::Falsified),
+                    n => crate::attack::pgd(self.net, sp, &order, n).map_or(Verdict::Unknown, Verdict::Falsified),
                 };
+            }
+            first_bounds.get_or_insert(lbs);
+            if !proved {
                 break;
             }
         }

@@ -106,9 +106,26 @@ fn input_gradient(net: &Network, x: &[f64], g_out: &[f64]) -> Vec<f64> {
     std::mem::take(&mut grads[0])
 }
 
-/// Projected gradient descent on `max_k (c_k·y − d_k)` for each disjunct,
-/// from the box centre, with sign steps. Returns a float32-checked hit.
-pub fn pgd(net: &Network, sp: &SubProblem, steps: usize) -> Option<Counterexample> {
+/// The `k` disjuncts closest to being reachable: those whose best certified
+/// lower bound (over their half-spaces, flattened in `lbs`) is smallest.
+pub fn weakest_disjuncts(sp: &SubProblem, lbs: &[f64], k: usize) -> Vec<usize> {
+    let mut at = 0;
+    let mut best: Vec<(f64, usize)> = Vec::with_capacity(sp.unsafe_region.len());
+    for (i, conj) in sp.unsafe_region.iter().enumerate() {
+        let b = lbs
+            .get(at..at + conj.len())
+            .map_or(f64::NEG_INFINITY, |s| s.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        best.push((b, i));
+        at += conj.len();
+    }
+    best.sort_by(|a, b| a.0.total_cmp(&b.0));
+    best.into_iter().filter(|&(b, _)| b <= 0.0).take(k).map(|(_, i)| i).collect()
+}
+
+/// Projected gradient descent on `max_k (c_k·y − d_k)` for the listed
+/// disjuncts, from the box centre, with sign steps. Returns a
+/// float32-checked hit.
+pub fn pgd(net: &Network, sp: &SubProblem, disjuncts: &[usize], steps: usize) -> Option<Counterexample> {
     let (lo, hi) = (&sp.input.lo, &sp.input.hi);
     let project = |x: &mut Vec<f64>| {
         for i in 0..x.len() {
@@ -131,7 +148,7 @@ pub fn pgd(net: &Network, sp: &SubProblem, steps: usize) -> Option<Counterexampl
             })
             .collect()
     };
-    for conj in sp.unsafe_region.iter().take(16) {
+    for conj in disjuncts.iter().filter_map(|&i| sp.unsafe_region.get(i)) {
         let mut x = sp.input.centre();
         for step in 0..steps {
             let y = eval::<f64>(net, &x);
@@ -174,7 +191,7 @@ mod tests {
         let p = Property::robustness("p", InputBox::new(vec![0.4], vec![1.0]).unwrap(), 0, 2).unwrap();
         let sp = &p.subproblems[0];
         assert!(check_f32(&n, sp, &[0.7]).is_none());
-        let cex = pgd(&n, sp, 20).expect("counterexample");
+        let cex = pgd(&n, sp, &[0], 20).expect("counterexample");
         assert!(cex.input[0] <= 0.5 && cex.input[0] >= 0.4, "{cex:?}");
         assert!(cex.output[0] <= cex.output[1]);
     }
@@ -184,6 +201,8 @@ mod tests {
         let mut n = Network::new(Shape::flat(1));
         n.push("d", Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 }, &[0]).unwrap();
         let p = Property::robustness("p", InputBox::new(vec![0.6], vec![1.0]).unwrap(), 0, 2).unwrap();
-        assert!(pgd(&n, &p.subproblems[0], 20).is_none());
+        assert!(pgd(&n, &p.subproblems[0], &[0], 20).is_none());
+        assert_eq!(weakest_disjuncts(&p.subproblems[0], &[-1.0], 3), vec![0]);
+        assert!(weakest_disjuncts(&p.subproblems[0], &[0.5], 3).is_empty());
     }
 }

@@ -1,0 +1,53 @@
+//! CPU against GPU on every shared benchmark instance: the same verdicts
+//! and certified lower bounds within 1e-5 relative. Reads the instances
+//! from `$POLYCERT_BENCH` (default `../shared/bench` next to the repo);
+//! skips without a GPU or without the files.
+
+use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::{Analyzer, Options};
+use std::path::PathBuf;
+
+fn bench_dir() -> Option<PathBuf> {
+    let d = std::env::var_os("POLYCERT_BENCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/bench")));
+    d.exists().then_some(d)
+}
+
+#[test]
+fn cpu_and_gpu_agree_on_every_shared_instance() {
+    let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
+    let Some(dir) = bench_dir() else {
+        eprintln!("skipping: no shared benchmarks (set POLYCERT_BENCH)");
+        return;
+    };
+    let cpu = CpuBackend::default();
+    let opts = Options { attack_steps: 0, ..Options::default() };
+    let mut checked = 0;
+    for set in ["mnist_fc", "cifar10_resnet"] {
+        let base = dir.join(set);
+        let text = std::fs::read_to_string(base.join("instances.csv")).expect("instances.csv");
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            let model = polycert_onnx::load_onnx(base.join(f[0])).expect("model");
+            let prop =
+                polycert_onnx::load_vnnlib(base.join(f[1]), model.n_inputs(), model.n_outputs()).expect("vnnlib");
+            let prop = model.property_to_ir(&prop);
+            let a = Analyzer::<_, f64>::new(&model.network, &cpu, opts.clone())
+                .expect("cpu")
+                .analyze(&prop)
+                .expect("cpu run");
+            let b = Analyzer::<_, f64>::new(&model.network, &gpu, opts.clone())
+                .expect("gpu")
+                .analyze(&prop)
+                .expect("gpu run");
+            assert_eq!(a.verdict, b.verdict, "{line}");
+            for (x, y) in a.lower_bounds.iter().zip(&b.lower_bounds) {
+                assert!((x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())), "{line}: cpu {x} gpu {y}");
+            }
+            println!("{line}: {} (cpu {:.3}s, gpu {:.3}s)", a.verdict.name(), a.seconds, b.seconds);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 96, "every shared instance");
+}
