@@ -250,6 +250,73 @@ __device__ void diag_backsub(const T* __restrict__ alo, const T* __restrict__ ah
     if (threadIdx.x == 0) cst[r] = s;
 }
 
+// MaxPool step, gather form: one thread per element of the window over the
+// pool input; it sums the (collapsed) coefficients of the pool outputs that
+// select this input. `cg` holds the pool's kernel, stride and padding.
+template <typename T>
+__device__ void maxpool_backsub(const T* __restrict__ alo, Geom gi, const int2* __restrict__ offi,
+                                const T* __restrict__ sel_lo, const T* __restrict__ sel_up, ConvGeom cg, Geom go,
+                                const int2* __restrict__ offo, T* __restrict__ olo, T* __restrict__ ohi, int rows) {
+    size_t cols_o = (size_t)go.c * go.wh * go.ww;
+    size_t cols_i = (size_t)gi.c * gi.wh * gi.ww;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= rows * cols_o) return;
+    int r = idx / cols_o;
+    int col = idx % cols_o;
+    int tx = col % go.ww, t = col / go.ww, ty = t % go.wh, c = t / go.wh;
+    int iy = offo[r].x + ty, ix = offo[r].y + tx;
+    double lo = 0.0, hi = 0.0;
+    if (iy >= 0 && iy < go.h && ix >= 0 && ix < go.w) {
+        double me = (double)((c * go.h + iy) * go.w + ix);
+        int oy = offi[r].x, ox = offi[r].y;
+        for (int ky = 0; ky < cg.kh; ky++) {
+            int ty2 = iy + cg.pt - ky;
+            if (ty2 < 0 || ty2 % cg.sh) continue;
+            int gy = ty2 / cg.sh, wy = gy - oy;
+            if (gy >= gi.h || wy < 0 || wy >= gi.wh) continue;
+            for (int kx = 0; kx < cg.kw; kx++) {
+                int tx2 = ix + cg.pl - kx;
+                if (tx2 < 0 || tx2 % cg.sw) continue;
+                int gx = tx2 / cg.sw, wx = gx - ox;
+                if (gx >= gi.w || wx < 0 || wx >= gi.ww) continue;
+                double a = (double)alo[r * cols_i + (c * gi.wh + wy) * gi.ww + wx];
+                if (a == 0.0) continue;
+                int o = (c * gi.h + gy) * gi.w + gx;
+                double s = a > 0.0 ? (double)sel_lo[o] : (double)sel_up[o];
+                if (s == me) {
+                    lo = __dadd_rd(lo, a);
+                    hi = __dadd_ru(hi, a);
+                }
+            }
+        }
+    }
+    store_rd(&olo[idx], lo);
+    store_ru(&ohi[idx], hi);
+}
+
+// MaxPool constants per row: min(0, (a_hi - a_lo) * lo_y), plus a_lo * up_y
+// where the upper bound is a constant. One block per row.
+template <typename T>
+__device__ void maxpool_const(const T* __restrict__ alo, const T* __restrict__ ahi, Geom g, const int2* __restrict__ off,
+                              const T* __restrict__ sel_lo, const T* __restrict__ sel_up, const T* __restrict__ ylo,
+                              const T* __restrict__ yup, double* __restrict__ cst) {
+    int r = blockIdx.x;
+    size_t cols = (size_t)g.c * g.wh * g.ww;
+    int oy = off[r].x, ox = off[r].y;
+    double s = 0.0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+        int i = neuron_of(g, oy, ox, j);
+        if (i < 0) continue;
+        double al = (double)alo[r * cols + j], ah = (double)ahi[r * cols + j];
+        if (al == 0.0 && ah == 0.0) continue;
+        s = __dadd_rd(s, fmin(0.0, __dmul_rd(__dadd_ru(ah, -al), (double)ylo[i])));
+        double target = al >= 0.0 ? (double)sel_lo[i] : (double)sel_up[i];
+        if (target < 0.0) s = __dadd_rd(s, __dmul_rd(al, (double)yup[i]));
+    }
+    s = block_sum_rd(s);
+    if (threadIdx.x == 0) cst[r] = s;
+}
+
 // Row compaction: row i of the output is row keep[i] of the input.
 template <typename T>
 __device__ void compact(const T* __restrict__ lo, const T* __restrict__ hi, const unsigned* __restrict__ keep, int n,
@@ -399,6 +466,15 @@ __device__ void forward_conv(const T* __restrict__ w, const T* __restrict__ b, G
                                                 const T* mh, const T* cl, const T* ch, T* ol, T* oh,              \
                                                 double* cst) {                                                    \
         diag_backsub<T>(al, ah, g, off, ml, mh, cl, ch, ol, oh, cst);                                             \
+    }                                                                                                             \
+    extern "C" __global__ void maxpool_backsub_##S(const T* al, Geom gi, const int2* offi, const T* sl,          \
+                                                   const T* su, ConvGeom cg, Geom go, const int2* offo, T* ol,     \
+                                                   T* oh, int rows) {                                              \
+        maxpool_backsub<T>(al, gi, offi, sl, su, cg, go, offo, ol, oh, rows);                                     \
+    }                                                                                                             \
+    extern "C" __global__ void maxpool_const_##S(const T* al, const T* ah, Geom g, const int2* off, const T* sl,  \
+                                                 const T* su, const T* yl, const T* yu, double* cst) {           \
+        maxpool_const<T>(al, ah, g, off, sl, su, yl, yu, cst);                                                    \
     }                                                                                                             \
     extern "C" __global__ void compact_##S(const T* l, const T* h, const unsigned* keep, int n, size_t cols,      \
                                            T* ol, T* oh) {                                                        \

@@ -7,8 +7,12 @@ use std::path::Path;
 use std::process::Command;
 
 /// Test targets that exercise the GPU.
-const GPU_TESTS: &[(&str, &str)] =
-    &[("polycert-backend-cuda", "conformance"), ("polycert-backend-cuda", "differential")];
+const GPU_TESTS: &[(&str, &str)] = &[
+    ("polycert-backend-cuda", "conformance"),
+    ("polycert-backend-cuda", "differential"),
+    ("polycert-backend-cuda", "shared_differential"),
+    ("polycert-soundness", "backend_kernels"),
+];
 
 fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;

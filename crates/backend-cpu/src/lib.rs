@@ -4,12 +4,15 @@
 mod conv;
 mod forward;
 mod gemm;
+mod pool;
 mod rowops;
 mod util;
 
 pub use util::CpuMat;
 
-use polycert_deeppoly::{AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, Geom, ReluParams, Shape};
+use polycert_deeppoly::{
+    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, Geom, PoolParams, ReluParams, Shape,
+};
 use polycert_interval::{FloatModel, Fp};
 
 /// The CPU backend.
@@ -92,6 +95,15 @@ impl<T: Fp> Backend<T> for CpuBackend {
     }
     fn relu_backsub(&self, a: &CpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(CpuMat<T>, Vec<f64>)> {
         Ok(rowops::relu_backsub(a, g, p.lam_lo, p.lam_up, p.mu_up))
+    }
+    fn maxpool_backsub(
+        &self,
+        a: &CpuMat<T>,
+        g: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        Ok(pool::maxpool_backsub(a, g, (p.sel_lo, p.sel_up), p.lo, p.up, out))
     }
     fn diag_backsub(
         &self,

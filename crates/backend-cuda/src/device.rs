@@ -17,6 +17,8 @@ pub const KERNEL_NAMES: &[&str] = &[
     "concretize",
     "relu_backsub",
     "diag_backsub",
+    "maxpool_backsub",
+    "maxpool_const",
     "compact",
     "add_into",
     "slice_cols",

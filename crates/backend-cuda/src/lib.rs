@@ -12,7 +12,8 @@ pub use device::{Device, KERNELS};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use device::driver_err;
 use polycert_deeppoly::{
-    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, FloatModel, Geom, ReluParams, Shape,
+    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, FloatModel, Geom, Pool, PoolParams, ReluParams,
+    Shape,
 };
 use polycert_interval::{Fp, fp};
 
@@ -53,6 +54,17 @@ unsafe impl DeviceRepr for KConv {}
 
 fn kgeom(shape: Shape, win: (usize, usize)) -> KGeom {
     KGeom { c: shape.c as i32, h: shape.h as i32, w: shape.w as i32, wh: win.0 as i32, ww: win.1 as i32 }
+}
+
+fn kpool(p: &Pool) -> KConv {
+    KConv {
+        kh: p.kernel.0 as i32,
+        kw: p.kernel.1 as i32,
+        sh: p.stride.0 as i32,
+        sw: p.stride.1 as i32,
+        pt: p.pad.0 as i32,
+        pl: p.pad.1 as i32,
+    }
 }
 
 fn kconv(c: &Conv2d) -> KConv {
@@ -272,6 +284,43 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
             unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("relu_backsub", e))?;
         }
         Ok((out, self.dtoh(&cst, a.rows)?))
+    }
+
+    fn maxpool_backsub(
+        &self,
+        a: &GpuMat<T>,
+        g: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let res: GpuMat<T> = self.mat_zeros(a.rows, out.cols())?;
+        let cst = self.alloc::<f64>(a.rows)?;
+        if a.rows == 0 {
+            return Ok((res, Vec::new()));
+        }
+        let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
+        let (gi, go, kp, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kpool(p.pool), a.rows as i32);
+        let n = a.rows * out.cols();
+        if n > 0 {
+            let f = self.dev.func("maxpool_backsub", T::SUFFIX);
+            let mut b = self.dev.stream.launch_builder(f);
+            b.arg(&a.lo).arg(&gi).arg(&offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&offo);
+            b.arg(&res.lo).arg(&res.hi).arg(&rows);
+            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("maxpool_backsub", e))?;
+        }
+        let f = self.dev.func("maxpool_const", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        b.arg(&a.lo)
+            .arg(&a.hi)
+            .arg(&gi)
+            .arg(&offi)
+            .arg(&p.sel_lo.data)
+            .arg(&p.sel_up.data)
+            .arg(&p.lo.data)
+            .arg(&p.up.data);
+        b.arg(&cst);
+        unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("maxpool_const", e))?;
+        Ok((res, self.dtoh(&cst, a.rows)?))
     }
 
     fn diag_backsub(

@@ -198,8 +198,16 @@ fn verify(a: VerifyArgs) -> Result<bool> {
         b.finish_and_clear();
     }
     if let Some(rf) = &a.result_file {
-        let r = records.first().map(|r| vnncomp::vnn_result(&r.result)).unwrap_or("unknown");
-        std::fs::write(rf, format!("{r}\n")).with_context(|| format!("{}: cannot write", rf.display()))?;
+        match records.first() {
+            Some(Record { counterexample: Some(x), .. }) => {
+                let y = polycert_deeppoly::eval::eval::<f32>(net, x);
+                vnncomp::write_cex(rf, &imported.from_ir_input(x), &y)?;
+            }
+            r => {
+                let r = r.map(|r| vnncomp::vnn_result(&r.result)).unwrap_or("unknown");
+                std::fs::write(rf, format!("{r}\n")).with_context(|| format!("{}: cannot write", rf.display()))?;
+            }
+        }
     }
     if a.json {
         eprint!("{}", report::summary(&records));

@@ -61,7 +61,7 @@ fn read_instances(path: &Path) -> Result<Vec<Instance>> {
 }
 
 /// Writes a counterexample in VNN-COMP's format.
-fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
+pub fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
     let mut s = String::from("sat\n(");
     for (i, v) in x.iter().enumerate() {
         s.push_str(&format!("(X_{i} {v:e})\n"));
@@ -129,7 +129,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
                                 .file_name()
                                 .map(|s| s.to_string_lossy().to_string())
                                 .unwrap_or_default();
-                            write_cex(&cex_dir.join(format!("{stem}.counterexample")), x, &y)?;
+                            write_cex(&cex_dir.join(format!("{stem}.counterexample")), &imported.from_ir_input(x), &y)?;
                         }
                         rec
                     }

@@ -44,6 +44,18 @@ pub struct ReluParams<'a, B: ?Sized + Backend<T>, T: Fp> {
     pub mu_up: &'a B::Buf,
 }
 
+/// MaxPool relaxation per output neuron `y = max(x_i)` over its window:
+/// `y ≥ x_{sel_lo}` always; `y ≤ x_{sel_up}` when one input dominates
+/// (`sel_up ≥ 0`), else `y ≤ up`. `y ≥ lo` bounds the collapse of interval
+/// coefficients. Selected inputs are stored as neuron indices in `T`.
+pub struct PoolParams<'a, B: ?Sized + Backend<T>, T: Fp> {
+    pub pool: &'a crate::ir::Pool,
+    pub sel_lo: &'a B::Buf,
+    pub sel_up: &'a B::Buf,
+    pub lo: &'a B::Buf,
+    pub up: &'a B::Buf,
+}
+
 /// Result of a forward interval step through an affine layer.
 pub struct AffineForward<Buf> {
     /// Bounds of every value the inference can compute.
@@ -101,6 +113,18 @@ pub trait Backend<T: Fp>: Send + Sync {
     /// The diagonal ReLU step: from `a` over `y = relu(x)` to `x`, same
     /// geometry. Coefficient intervals collapse to their lower end (`y ≥ 0`).
     fn relu_backsub(&self, a: &Self::Mat, geom: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(Self::Mat, Vec<f64>)>;
+
+    /// The MaxPool step: from `a` over the pool output (`geom`) to its input
+    /// (`out`). Coefficients collapse to their lower end, corrected by
+    /// `min(0, (a_hi − a_lo)·lo)`, then follow the selected input or the
+    /// constant upper bound.
+    fn maxpool_backsub(
+        &self,
+        a: &Self::Mat,
+        geom: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(Self::Mat, Vec<f64>)>;
 
     /// The diagonal affine step through `y = x·[m_lo, m_hi] + [c_lo, c_hi]`
     /// (per neuron), same geometry.

@@ -2,7 +2,7 @@
 //! merging and memory-bounded row chunks.
 
 use crate::analysis::{AnalysisError, Analyzer, Params};
-use crate::backend::{Backend, BackendError, ConvParams, ReluParams};
+use crate::backend::{Backend, BackendError, ConvParams, PoolParams, ReluParams};
 use crate::forward::{RunState, Step};
 use crate::geom::Geom;
 use crate::ir::{NodeId, Op};
@@ -244,6 +244,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let d = d1.iter().zip(&d2).map(|(a, b)| fp::add_down(*a, *b)).collect();
                 (vec![(x, out, m2)], d)
             }
+            (Op::MaxPool2d(pool), _, Step::MaxPool { sel_lo, sel_up, lo, up }) => {
+                let out = g.through_window(in_shape, pool.kernel, pool.stride, (pool.pad.0, pool.pad.1));
+                let p = PoolParams { pool, sel_lo, sel_up, lo, up };
+                let (m2, d) = be.maxpool_backsub(&m, g, &p, &out)?;
+                (vec![(x, out, m2)], d)
+            }
             (Op::Concat, _, _) => {
                 let (wh, ww) = g.win;
                 let mut parts = Vec::with_capacity(node.inputs.len());
@@ -287,7 +293,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let s = self.net.node(i).shape;
                 let g2 = match &node.op {
                     Op::Conv2d(c) => g.through_conv(c, s),
-                    Op::AvgPool2d(p) => g.through_window(s, p.kernel, p.stride, (p.pad.0, p.pad.1)),
+                    Op::AvgPool2d(p) | Op::MaxPool2d(p) => g.through_window(s, p.kernel, p.stride, (p.pad.0, p.pad.1)),
                     Op::Relu | Op::Add | Op::ChannelAffine { .. } | Op::Concat => g.relabel(s),
                     _ => Geom::full(s, 1),
                 };

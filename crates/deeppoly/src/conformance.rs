@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::eval::eval_all;
 use crate::ir::{Network, Shape};
 use crate::property::{InputBox, Property, Verdict};
-use crate::testnets::{SplitMix, densify, random_mlp, random_pool_concat, random_resnet, two_two};
+use crate::testnets::{SplitMix, densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, two_two};
 use polycert_interval::Fp;
 
 fn opts() -> Options {
@@ -77,10 +77,10 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B) {
     let mut rng = SplitMix(7);
     let mut verified = 0;
     for k in 0..12 {
-        let net = if k % 2 == 0 {
-            random_mlp(&mut rng, &[6, 16, 16, 4])
-        } else {
-            random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3)
+        let net = match k % 3 {
+            0 => random_mlp(&mut rng, &[6, 16, 16, 4]),
+            1 => random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3),
+            _ => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
         };
         let n_in = net.input_shape().numel();
         let input = random_box(&mut rng, n_in, 0.002 * (1 + k % 4) as f64);
@@ -107,11 +107,12 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B) {
 /// node's certified bounds, in f64 and in float32.
 pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B) {
     let mut rng = SplitMix(11);
-    for k in 0..9 {
-        let net = match k % 3 {
+    for k in 0..12 {
+        let net = match k % 4 {
             0 => random_mlp(&mut rng, &[5, 12, 12, 3]),
             1 => random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3),
-            _ => random_pool_concat(&mut rng, Shape::new(2, 7, 7), 3, 3),
+            2 => random_pool_concat(&mut rng, Shape::new(2, 7, 7), 3, 3),
+            _ => random_maxpool(&mut rng, Shape::new(2, 8, 8), 3, 3),
         };
         let n_in = net.input_shape().numel();
         let input = random_box(&mut rng, n_in, 0.05);

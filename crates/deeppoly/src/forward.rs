@@ -3,7 +3,7 @@
 
 use crate::analysis::{AnalysisError, Analyzer, Params};
 use crate::backend::Backend;
-use crate::ir::{NodeId, Op};
+use crate::ir::{NodeId, Op, Shape};
 use crate::property::InputBox;
 use crate::relax::relu_relax;
 use polycert_interval::{Fp, fp};
@@ -34,6 +34,13 @@ pub(crate) enum Step<Buf> {
         lam_lo: Buf,
         lam_up: Buf,
         mu_up: Buf,
+    },
+    /// MaxPool relaxation (see `PoolParams`).
+    MaxPool {
+        sel_lo: Buf,
+        sel_up: Buf,
+        lo: Buf,
+        up: Buf,
     },
     /// Average pooling: the sum's constant interval, then `y = s·m + c`.
     AvgPool {
@@ -147,6 +154,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 (host(lo, hi), self.relu_step(x)?)
             }
             (Op::Reshape, _) => (host(st.bounds[x0].lo.clone(), st.bounds[x0].hi.clone()), Step::None),
+            (Op::MaxPool2d(p), _) => {
+                let si = self.net.node(x0).shape;
+                let x = &st.bounds[x0];
+                let r = maxpool_relax(&x.lo, &x.hi, si, node.shape, p);
+                let step = Step::MaxPool {
+                    sel_lo: be.upload(&r.sel_lo)?,
+                    sel_up: be.upload(&r.sel_up)?,
+                    lo: be.upload(&r.lo)?,
+                    up: be.upload(&r.hi)?,
+                };
+                (host(r.lo, r.hi), step)
+            }
             (Op::Concat, _) => {
                 let lo = node.inputs.iter().flat_map(|&i| st.bounds[i].lo.iter().copied()).collect();
                 let hi = node.inputs.iter().flat_map(|&i| st.bounds[i].hi.iter().copied()).collect();
@@ -238,4 +257,54 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             _ => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
         })
     }
+}
+
+/// MaxPool relaxation of every output neuron, from its inputs' bounds.
+struct PoolRelax<T> {
+    sel_lo: Vec<T>,
+    sel_up: Vec<T>,
+    lo: Vec<T>,
+    hi: Vec<T>,
+}
+
+/// Per output: the input with the largest lower bound (`y ≥ x_j`), and it
+/// again as the upper line when its lower bound dominates every other
+/// input's upper bound (then `y = x_j`), else −1 (`y ≤ max u_i`). Max is
+/// exact in floating point, so no rounding enters.
+fn maxpool_relax<T: Fp>(xl: &[T], xh: &[T], si: Shape, so: Shape, p: &crate::ir::Pool) -> PoolRelax<T> {
+    let n = so.numel();
+    let mut r = PoolRelax {
+        sel_lo: Vec::with_capacity(n),
+        sel_up: Vec::with_capacity(n),
+        lo: Vec::with_capacity(n),
+        hi: Vec::with_capacity(n),
+    };
+    for o in 0..n {
+        let (c, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
+        let mut best: Option<usize> = None;
+        let mut hi = T::neg_infinity();
+        let mut taps = Vec::with_capacity(p.kernel.0 * p.kernel.1);
+        for ky in 0..p.kernel.0 {
+            for kx in 0..p.kernel.1 {
+                let iy = (oy * p.stride.0 + ky) as isize - p.pad.0 as isize;
+                let ix = (ox * p.stride.1 + kx) as isize - p.pad.1 as isize;
+                if iy < 0 || ix < 0 || iy >= si.h as isize || ix >= si.w as isize {
+                    continue;
+                }
+                let i = (c * si.h + iy as usize) * si.w + ix as usize;
+                taps.push(i);
+                hi = hi.max(xh[i]);
+                if best.is_none_or(|b| xl[i] > xl[b]) {
+                    best = Some(i);
+                }
+            }
+        }
+        let j = best.expect("every pooling window overlaps its input");
+        let exact = taps.iter().all(|&i| i == j || xh[i] <= xl[j]);
+        r.sel_lo.push(T::from_f64_nearest(j as f64));
+        r.sel_up.push(if exact { T::from_f64_nearest(j as f64) } else { -T::one() });
+        r.lo.push(xl[j]);
+        r.hi.push(if exact { xh[j] } else { hi });
+    }
+    r
 }

@@ -19,7 +19,7 @@ pub mod relax;
 pub mod testnets;
 
 pub use analysis::{AnalysisError, Analyzer, Options};
-pub use backend::{AffineForward, BResult, Backend, BackendError, ConvParams, ReluParams};
+pub use backend::{AffineForward, BResult, Backend, BackendError, ConvParams, PoolParams, ReluParams};
 pub use geom::Geom;
 pub use ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};
 pub use polycert_interval::FloatModel;

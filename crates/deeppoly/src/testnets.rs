@@ -155,3 +155,23 @@ pub fn random_pool_concat(rng: &mut SplitMix, input: Shape, width: usize, n_out:
     n.push("fc", Op::Dense { weight, bias: vec![0.0; n_out], out: n_out }, &[f]).expect("valid");
     n
 }
+
+/// Conv, ReLU, 2x2 max pooling, conv, ReLU, padded 3x3 max pooling (stride
+/// 1, overlapping windows), flatten, dense.
+pub fn random_maxpool(rng: &mut SplitMix, input: Shape, width: usize, n_out: usize) -> Network {
+    use crate::ir::Pool;
+    let mut n = Network::new(input);
+    let c1 = n.push("conv1", Op::Conv2d(rand_conv(rng, input.c, width, 3, 1, 1)), &[0]).expect("valid");
+    let r1 = n.push("relu1", Op::Relu, &[c1]).expect("valid");
+    let p1 = Pool { kernel: (2, 2), stride: (2, 2), pad: (0, 0, 0, 0) };
+    let m1 = n.push("maxpool1", Op::MaxPool2d(p1), &[r1]).expect("valid");
+    let c2 = n.push("conv2", Op::Conv2d(rand_conv(rng, width, width, 3, 1, 1)), &[m1]).expect("valid");
+    let r2 = n.push("relu2", Op::Relu, &[c2]).expect("valid");
+    let p2 = Pool { kernel: (3, 3), stride: (1, 1), pad: (1, 1, 1, 1) };
+    let m2 = n.push("maxpool2", Op::MaxPool2d(p2), &[r2]).expect("valid");
+    let s = n.node(m2).shape;
+    let f = n.reshape("flatten", m2, Shape::flat(s.numel())).expect("valid");
+    let weight = (0..n_out * s.numel()).map(|_| rng.weight((2.0 / s.numel() as f64).sqrt())).collect();
+    n.push("fc", Op::Dense { weight, bias: vec![0.0; n_out], out: n_out }, &[f]).expect("valid");
+    n
+}

@@ -102,6 +102,23 @@ impl Imported {
         }
     }
 
+    /// The inverse of [`Imported::to_ir_input`]: IR input order back to the
+    /// ONNX model's (for reporting counterexamples).
+    pub fn from_ir_input<T: Copy + Default>(&self, x: &[T]) -> Vec<T> {
+        match &self.input_permutation {
+            Some(p) => {
+                let mut out = vec![T::default(); x.len()];
+                for (k, &i) in p.iter().enumerate() {
+                    if let (Some(o), Some(&v)) = (out.get_mut(i), x.get(k)) {
+                        *o = v;
+                    }
+                }
+                out
+            }
+            None => x.to_vec(),
+        }
+    }
+
     /// Maps a property over the ONNX input (as VNNLIB files state them) to
     /// the IR's input order. The identity unless `input_permutation` is set.
     pub fn property_to_ir(&self, prop: &Property) -> Property {

@@ -1,0 +1,59 @@
+//! Interval GEMM throughput of the dense backsubstitution kernel:
+//! `cargo run --release -p polycert-backend-cuda --example gemm_bench [-- cpu]`.
+//! Counts 4 flops per multiply-add term (an FMA for each end).
+
+use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::Backend;
+use polycert_interval::Fp;
+use std::time::Instant;
+
+fn bench<B: Backend<T>, T: Fp>(be: &B, n: usize, reps: usize) -> f64 {
+    let vals = |k: usize, s: u64| -> Vec<T> {
+        (0..k).map(|i| T::from_f64_nearest((((i as u64 * 2654435761 + s) % 2001) as f64 - 1000.0) / 1000.0)).collect()
+    };
+    let lo = vals(n * n, 1);
+    let hi: Vec<T> = lo.iter().map(|&v| v + T::from_f64_nearest(0.01)).collect();
+    let a = be.mat_from_host(n, n, &lo, &hi).unwrap();
+    let w = be.upload(&vals(n * n, 7)).unwrap();
+    let b = be.upload(&vals(n, 3)).unwrap();
+    let _ = be.dense_backsub(&a, &w, n, &b, &b).unwrap(); // warm-up (and compile)
+    let t = Instant::now();
+    for _ in 0..reps {
+        let (m, _) = be.dense_backsub(&a, &w, n, &b, &b).unwrap();
+        let _ = be.mat_rows(&m);
+    }
+    // The constant download synchronises each call.
+    let s = t.elapsed().as_secs_f64() / reps as f64;
+    4.0 * (n * n * n) as f64 / s / 1e9
+}
+
+fn main() {
+    let cpu_only = std::env::args().any(|a| a == "cpu");
+    if cpu_only {
+        let be = CpuBackend::default();
+        for n in [256, 512, 1024] {
+            println!(
+                "cpu n={n}: f32 {:.2} GFLOP/s, f64 {:.2} GFLOP/s",
+                bench::<_, f32>(&be, n, 3),
+                bench::<_, f64>(&be, n, 3)
+            );
+        }
+        return;
+    }
+    let be = match polycert_backend_cuda::CudaBackend::new() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    println!("device: {}", be.device().name);
+    for n in [1024, 2048, 4096, 8192] {
+        let reps = if n >= 4096 { 3 } else { 10 };
+        println!(
+            "gpu n={n}: f32 {:.0} GFLOP/s, f64 {:.0} GFLOP/s",
+            bench::<_, f32>(&be, n, reps),
+            bench::<_, f64>(&be, n, reps)
+        );
+    }
+}
