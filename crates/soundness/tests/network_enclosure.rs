@@ -1,0 +1,223 @@
+//! Whole analyses enclose the truth: on random small networks, every node's
+//! certified bounds contain (1) the exact rational value of the network at
+//! sampled points and box corners, and (2) every value float32 inference
+//! computes there with the sums taken in random orders, with and without
+//! FMA. Runs the CPU backend in f32 and f64 analysis precision.
+
+use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet};
+use polycert_deeppoly::{Analyzer, InputBox, Network, Op, Options, Shape};
+use polycert_interval::Fp;
+use rug::Rational;
+
+/// One neuron's terms `(weight, input index)` and its bias.
+type Neuron = (Vec<(f64, usize)>, f64);
+/// How a test evaluator sums one neuron.
+type Affine<'a, V> = &'a mut dyn FnMut(&[(f64, usize)], f64, &[V]) -> V;
+
+/// The terms of every neuron of an affine node.
+fn taps(net: &Network, id: usize) -> Option<Vec<Neuron>> {
+    let node = net.node(id);
+    let si = net.node(*node.inputs.first()?).shape;
+    match &node.op {
+        Op::Dense { weight, bias, out } => {
+            let n = si.numel();
+            Some((0..*out).map(|i| ((0..n).map(|j| (weight[i * n + j], j)).collect(), bias[i])).collect())
+        }
+        Op::Conv2d(c) => {
+            let so = node.shape;
+            let mut v = Vec::new();
+            for co in 0..so.c {
+                for oy in 0..so.h {
+                    for ox in 0..so.w {
+                        let mut t = Vec::new();
+                        for ci in 0..si.c {
+                            for ky in 0..c.kernel.0 {
+                                for kx in 0..c.kernel.1 {
+                                    let iy = (oy * c.stride.0 + ky) as isize - c.pad.0 as isize;
+                                    let ix = (ox * c.stride.1 + kx) as isize - c.pad.1 as isize;
+                                    if iy >= 0 && ix >= 0 && (iy as usize) < si.h && (ix as usize) < si.w {
+                                        let w = c.weight[((co * si.c + ci) * c.kernel.0 + ky) * c.kernel.1 + kx];
+                                        t.push((w, (ci * si.h + iy as usize) * si.w + ix as usize));
+                                    }
+                                }
+                            }
+                        }
+                        v.push((t, c.bias[co]));
+                    }
+                }
+            }
+            Some(v)
+        }
+        _ => None,
+    }
+}
+
+/// Input indices of each output of a pooling node.
+fn windows(net: &Network, id: usize) -> Vec<Vec<usize>> {
+    let node = net.node(id);
+    let si = net.node(node.inputs[0]).shape;
+    let so = node.shape;
+    let p = match &node.op {
+        Op::MaxPool2d(p) | Op::AvgPool2d(p) => p,
+        _ => unreachable!(),
+    };
+    let mut v = Vec::new();
+    for c in 0..so.c {
+        for oy in 0..so.h {
+            for ox in 0..so.w {
+                let mut w = Vec::new();
+                for ky in 0..p.kernel.0 {
+                    for kx in 0..p.kernel.1 {
+                        let iy = (oy * p.stride.0 + ky) as isize - p.pad.0 as isize;
+                        let ix = (ox * p.stride.1 + kx) as isize - p.pad.1 as isize;
+                        if iy >= 0 && ix >= 0 && (iy as usize) < si.h && (ix as usize) < si.w {
+                            w.push((c * si.h + iy as usize) * si.w + ix as usize);
+                        }
+                    }
+                }
+                v.push(w);
+            }
+        }
+    }
+    v
+}
+
+/// Evaluates every node with `affine` for sums and exact-or-float element ops.
+fn run<V: Clone>(
+    net: &Network,
+    x: Vec<V>,
+    affine: Affine<'_, V>,
+    relu: &dyn Fn(&V) -> V,
+    add: &dyn Fn(&V, &V) -> V,
+    max: &dyn Fn(&V, &V) -> V,
+    avg: &dyn Fn(&[V]) -> V,
+) -> Vec<Vec<V>> {
+    let mut vals: Vec<Vec<V>> = vec![x];
+    for id in 1..net.nodes().len() {
+        let node = net.node(id);
+        let a = &vals[node.inputs[0]];
+        let v = match &node.op {
+            Op::Dense { .. } | Op::Conv2d(_) => {
+                taps(net, id).expect("affine").iter().map(|(t, b)| affine(t, *b, a)).collect()
+            }
+            Op::Relu => a.iter().map(relu).collect(),
+            Op::Add => a.iter().zip(&vals[node.inputs[1]]).map(|(p, q)| add(p, q)).collect(),
+            Op::Reshape => a.clone(),
+            Op::Concat => node.inputs.iter().flat_map(|&i| vals[i].clone()).collect(),
+            Op::MaxPool2d(_) => {
+                windows(net, id).iter().map(|w| w[1..].iter().fold(a[w[0]].clone(), |m, &i| max(&m, &a[i]))).collect()
+            }
+            Op::AvgPool2d(_) => {
+                windows(net, id).iter().map(|w| avg(&w.iter().map(|&i| a[i].clone()).collect::<Vec<_>>())).collect()
+            }
+            op => panic!("test evaluator does not support {}", op.kind()),
+        };
+        vals.push(v);
+    }
+    vals
+}
+
+fn exact(net: &Network, x: &[f32]) -> Vec<Vec<Rational>> {
+    let r = |v: f64| Rational::from_f64(v).expect("finite");
+    let xs = x.iter().map(|&v| r(v as f64)).collect();
+    let mut aff = |t: &[(f64, usize)], b: f64, a: &[Rational]| t.iter().fold(r(b), |s, &(w, j)| s + r(w) * &a[j]);
+    let k = |n: usize| Rational::from(n as u32);
+    run(
+        net,
+        xs,
+        &mut aff,
+        &|v| if *v < 0 { Rational::new() } else { v.clone() },
+        &|p, q| Rational::from(p + q),
+        &|p, q| if p > q { p.clone() } else { q.clone() },
+        &|w| w.iter().fold(Rational::new(), |s, v| s + v) / k(w.len()),
+    )
+}
+
+fn float32(net: &Network, x: &[f32], rng: &mut SplitMix, fma: bool) -> Vec<Vec<f32>> {
+    let mut aff = |t: &[(f64, usize)], b: f64, a: &[f32]| {
+        let mut order: Vec<usize> = (0..=t.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        let mut s = 0.0f32;
+        for &k in &order {
+            if k == t.len() {
+                s += b as f32;
+            } else if fma {
+                s = (t[k].0 as f32).mul_add(a[t[k].1], s);
+            } else {
+                s += t[k].0 as f32 * a[t[k].1];
+            }
+        }
+        s
+    };
+    run(net, x.to_vec(), &mut aff, &|v| v.max(0.0), &|p, q| p + q, &|p, q| p.max(*q), &|w| {
+        w.iter().sum::<f32>() / w.len() as f32
+    })
+}
+
+fn check<T: Fp>(seed: u64) {
+    let be = CpuBackend::default();
+    let mut rng = SplitMix(seed);
+    for k in 0..8 {
+        let net = match k % 4 {
+            0 => random_mlp(&mut rng, &[6, 10, 10, 3]),
+            1 => random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3),
+            2 => random_pool_concat(&mut rng, Shape::new(1, 7, 7), 2, 3),
+            _ => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
+        };
+        let n = net.input_shape().numel();
+        let c: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+        let eps = 0.01 + 0.05 * rng.unit();
+        let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
+        let bounds = Analyzer::<_, T>::new(&net, &be, Options::default()).unwrap().node_bounds(&input).unwrap();
+        for t in 0..30 {
+            // Float32 points inside the box: corners first, then random points.
+            let x: Vec<f32> = (0..n)
+                .map(|i| {
+                    let (l, h) = ((input.lo[i] as f32).next_up(), (input.hi[i] as f32).next_down());
+                    if t < 8 { if rng.below(2) == 0 { l } else { h } } else { l + (h - l) * rng.unit() as f32 }
+                })
+                .collect();
+            let inside = x.iter().enumerate().all(|(i, &v)| (v as f64) >= input.lo[i] && (v as f64) <= input.hi[i]);
+            assert!(inside);
+            let ex = exact(&net, &x);
+            for (node, (lo, hi)) in bounds.iter().enumerate() {
+                for j in 0..lo.len() {
+                    let (l, h) = (Rational::from_f64(lo[j]), Rational::from_f64(hi[j]));
+                    assert!(
+                        l.is_none_or(|l| l <= ex[node][j]) && h.is_none_or(|h| ex[node][j] <= h),
+                        "net {k} node {node}[{j}]: exact value outside [{}, {}]",
+                        lo[j],
+                        hi[j]
+                    );
+                }
+            }
+            for fma in [false, true] {
+                let fl = float32(&net, &x, &mut rng, fma);
+                for (node, (lo, hi)) in bounds.iter().enumerate() {
+                    for j in 0..lo.len() {
+                        let v = fl[node][j] as f64;
+                        assert!(
+                            lo[j] <= v && v <= hi[j],
+                            "net {k} node {node}[{j}]: float32 ({fma}) {v} outside [{}, {}]",
+                            lo[j],
+                            hi[j]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn analyses_enclose_exact_and_float32_values_f32() {
+    check::<f32>(17);
+}
+
+#[test]
+fn analyses_enclose_exact_and_float32_values_f64() {
+    check::<f64>(18);
+}
