@@ -173,7 +173,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let order = crate::attack::weakest_disjuncts(sp, &lbs, 3);
                 verdict = match self.opts.attack_steps {
                     0 => Verdict::Unknown,
-                    n => crate::attack::pgd(self.net, sp, &order, n).map_or(Verdict::Unknown, Verdict::Falsified),
+                    n => crate::attack::pgd(self.net, sp, &order, n, deadline)
+                        .map_or(Verdict::Unknown, Verdict::Falsified),
                 };
             }
             first_bounds.get_or_insert(lbs);

@@ -125,7 +125,14 @@ pub fn weakest_disjuncts(sp: &SubProblem, lbs: &[f64], k: usize) -> Vec<usize> {
 /// Projected gradient descent on `max_k (c_k·y − d_k)` for the listed
 /// disjuncts, from the box centre, with sign steps. Returns a
 /// float32-checked hit.
-pub fn pgd(net: &Network, sp: &SubProblem, disjuncts: &[usize], steps: usize) -> Option<Counterexample> {
+pub fn pgd(
+    net: &Network,
+    sp: &SubProblem,
+    disjuncts: &[usize],
+    steps: usize,
+    deadline: Option<std::time::Instant>,
+) -> Option<Counterexample> {
+    let late = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let (lo, hi) = (&sp.input.lo, &sp.input.hi);
     let project = |x: &mut Vec<f64>| {
         for i in 0..x.len() {
@@ -151,6 +158,9 @@ pub fn pgd(net: &Network, sp: &SubProblem, disjuncts: &[usize], steps: usize) ->
     for conj in disjuncts.iter().filter_map(|&i| sp.unsafe_region.get(i)) {
         let mut x = sp.input.centre();
         for step in 0..steps {
+            if late() {
+                return None;
+            }
             let y = eval::<f64>(net, &x);
             let (k, v) = conj
                 .iter()
@@ -191,7 +201,7 @@ mod tests {
         let p = Property::robustness("p", InputBox::new(vec![0.4], vec![1.0]).unwrap(), 0, 2).unwrap();
         let sp = &p.subproblems[0];
         assert!(check_f32(&n, sp, &[0.7]).is_none());
-        let cex = pgd(&n, sp, &[0], 20).expect("counterexample");
+        let cex = pgd(&n, sp, &[0], 20, None).expect("counterexample");
         assert!(cex.input[0] <= 0.5 && cex.input[0] >= 0.4, "{cex:?}");
         assert!(cex.output[0] <= cex.output[1]);
     }
@@ -201,7 +211,7 @@ mod tests {
         let mut n = Network::new(Shape::flat(1));
         n.push("d", Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 }, &[0]).unwrap();
         let p = Property::robustness("p", InputBox::new(vec![0.6], vec![1.0]).unwrap(), 0, 2).unwrap();
-        assert!(pgd(&n, &p.subproblems[0], &[0], 20).is_none());
+        assert!(pgd(&n, &p.subproblems[0], &[0], 20, None).is_none());
         assert_eq!(weakest_disjuncts(&p.subproblems[0], &[-1.0], 3), vec![0]);
         assert!(weakest_disjuncts(&p.subproblems[0], &[0.5], 3).is_empty());
     }
