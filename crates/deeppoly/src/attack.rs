@@ -42,25 +42,11 @@ fn input_gradient(net: &Network, x: &[f64], g_out: &[f64]) -> Vec<f64> {
                 }
             }
             Op::Conv2d(c) => {
-                let si = net.node(x0).shape;
-                let so = node.shape;
-                for co in 0..so.c {
-                    for oy in 0..so.h {
-                        for ox in 0..so.w {
-                            let gi = g[(co * so.h + oy) * so.w + ox];
-                            for ci in 0..si.c {
-                                for ky in 0..c.kernel.0 {
-                                    for kx in 0..c.kernel.1 {
-                                        let iy = (oy * c.stride.0 + ky) as isize - c.pad.0 as isize;
-                                        let ix = (ox * c.stride.1 + kx) as isize - c.pad.1 as isize;
-                                        if iy >= 0 && ix >= 0 && (iy as usize) < si.h && (ix as usize) < si.w {
-                                            let w = c.weight[((co * si.c + ci) * c.kernel.0 + ky) * c.kernel.1 + kx];
-                                            grads[x0][(ci * si.h + iy as usize) * si.w + ix as usize] += gi * w;
-                                        }
-                                    }
-                                }
-                            }
-                        }
+                let (si, so) = (net.node(x0).shape, node.shape);
+                for (o, &gi) in g.iter().enumerate() {
+                    let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
+                    for (w, i) in c.taps(si, co, oy, ox) {
+                        grads[x0][i] += gi * c.weight[w];
                     }
                 }
             }

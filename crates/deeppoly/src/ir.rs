@@ -48,6 +48,46 @@ pub struct Conv2d {
     pub pad: (usize, usize, usize, usize),
 }
 
+impl Conv2d {
+    /// The taps of output position `(co, oy, ox)` over an input of shape
+    /// `si`: `(weight index, input neuron)` for each kernel position inside
+    /// the input (padding contributes nothing).
+    pub fn taps(&self, si: Shape, co: usize, oy: usize, ox: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let (kh, kw) = self.kernel;
+        (0..si.c).flat_map(move |ci| {
+            window_taps(si, (kh, kw), self.stride, (self.pad.0, self.pad.1), oy, ox)
+                .map(move |(k, hw)| (((co * si.c + ci) * kh * kw) + k, ci * si.h * si.w + hw))
+        })
+    }
+}
+
+impl Pool {
+    /// Input neurons of output position `(c, oy, ox)` that lie inside the input.
+    pub fn window(&self, si: Shape, c: usize, oy: usize, ox: usize) -> impl Iterator<Item = usize> {
+        window_taps(si, self.kernel, self.stride, (self.pad.0, self.pad.1), oy, ox)
+            .map(move |(_, hw)| c * si.h * si.w + hw)
+    }
+}
+
+/// `(ky·kw + kx, iy·w + ix)` for every in-range kernel position of output `(oy, ox)`.
+fn window_taps(
+    si: Shape,
+    k: (usize, usize),
+    s: (usize, usize),
+    pad: (usize, usize),
+    oy: usize,
+    ox: usize,
+) -> impl Iterator<Item = (usize, usize)> {
+    (0..k.0).flat_map(move |ky| {
+        (0..k.1).filter_map(move |kx| {
+            let iy = (oy * s.0 + ky) as isize - pad.0 as isize;
+            let ix = (ox * s.1 + kx) as isize - pad.1 as isize;
+            (iy >= 0 && ix >= 0 && (iy as usize) < si.h && (ix as usize) < si.w)
+                .then(|| (ky * k.1 + kx, iy as usize * si.w + ix as usize))
+        })
+    })
+}
+
 /// Pooling window parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pool {

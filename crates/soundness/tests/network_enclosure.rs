@@ -26,28 +26,14 @@ fn taps(net: &Network, id: usize) -> Option<Vec<Neuron>> {
         }
         Op::Conv2d(c) => {
             let so = node.shape;
-            let mut v = Vec::new();
-            for co in 0..so.c {
-                for oy in 0..so.h {
-                    for ox in 0..so.w {
-                        let mut t = Vec::new();
-                        for ci in 0..si.c {
-                            for ky in 0..c.kernel.0 {
-                                for kx in 0..c.kernel.1 {
-                                    let iy = (oy * c.stride.0 + ky) as isize - c.pad.0 as isize;
-                                    let ix = (ox * c.stride.1 + kx) as isize - c.pad.1 as isize;
-                                    if iy >= 0 && ix >= 0 && (iy as usize) < si.h && (ix as usize) < si.w {
-                                        let w = c.weight[((co * si.c + ci) * c.kernel.0 + ky) * c.kernel.1 + kx];
-                                        t.push((w, (ci * si.h + iy as usize) * si.w + ix as usize));
-                                    }
-                                }
-                            }
-                        }
-                        v.push((t, c.bias[co]));
-                    }
-                }
-            }
-            Some(v)
+            Some(
+                (0..so.numel())
+                    .map(|o| {
+                        let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
+                        (c.taps(si, co, oy, ox).map(|(w, i)| (c.weight[w], i)).collect(), c.bias[co])
+                    })
+                    .collect(),
+            )
         }
         _ => None,
     }
@@ -62,25 +48,7 @@ fn windows(net: &Network, id: usize) -> Vec<Vec<usize>> {
         Op::MaxPool2d(p) | Op::AvgPool2d(p) => p,
         _ => unreachable!(),
     };
-    let mut v = Vec::new();
-    for c in 0..so.c {
-        for oy in 0..so.h {
-            for ox in 0..so.w {
-                let mut w = Vec::new();
-                for ky in 0..p.kernel.0 {
-                    for kx in 0..p.kernel.1 {
-                        let iy = (oy * p.stride.0 + ky) as isize - p.pad.0 as isize;
-                        let ix = (ox * p.stride.1 + kx) as isize - p.pad.1 as isize;
-                        if iy >= 0 && ix >= 0 && (iy as usize) < si.h && (ix as usize) < si.w {
-                            w.push((c * si.h + iy as usize) * si.w + ix as usize);
-                        }
-                    }
-                }
-                v.push(w);
-            }
-        }
-    }
-    v
+    (0..so.numel()).map(|o| p.window(si, o / (so.h * so.w), (o / so.w) % so.h, o % so.w).collect()).collect()
 }
 
 /// Evaluates every node with `affine` for sums and exact-or-float element ops.
