@@ -1,7 +1,8 @@
 //! Dense backsubstitution: the interval × scalar GEMM `A·W`, blocked for
 //! the cache, rows in parallel.
 
-use crate::util::{CpuMat, lower_of, min_product};
+use crate::util::CpuMat;
+use polycert_deeppoly::{Geom, Shape};
 use polycert_interval::{Fp, Interval, kernels};
 use rayon::prelude::*;
 
@@ -54,23 +55,7 @@ pub fn dense_backsub<T: Fp>(a: &CpuMat<T>, w: &[T], n_in: usize, b_lo: &[T], b_h
             }
         }
     });
-    let cst = (0..a.rows)
-        .into_par_iter()
-        .map(|r| {
-            let (mut s, mut m) = (0.0, 0.0);
-            for k in 0..n_out {
-                let i = r * n_out + k;
-                let (p, g) = min_product(
-                    a.lo[i].to_f64_exact(),
-                    a.hi[i].to_f64_exact(),
-                    b_lo[k].to_f64_exact(),
-                    b_hi[k].to_f64_exact(),
-                );
-                s += p;
-                m += g;
-            }
-            lower_of(n_out, s, m)
-        })
-        .collect();
+    // The constants `min(A·b)` are a concretization of A over the bias box.
+    let cst = crate::rowops::concretize(a, &Geom::full(Shape::flat(n_out), a.rows), b_lo, b_hi);
     (out, cst)
 }

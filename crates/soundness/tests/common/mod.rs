@@ -37,19 +37,15 @@ pub fn config() -> ProptestConfig {
 /// A small deterministic generator (SplitMix64) for choices made inside a
 /// property from a proptest-provided seed (sample points, permutations).
 #[derive(Debug, Clone)]
-pub struct SplitMix(u64);
+pub struct SplitMix(polycert_deeppoly::testnets::SplitMix);
 
 impl SplitMix {
     pub fn new(seed: u64) -> Self {
-        SplitMix(seed ^ 0x9E37_79B9_7F4A_7C15)
+        SplitMix(polycert_deeppoly::testnets::SplitMix(seed ^ 0x9E37_79B9_7F4A_7C15))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (`n > 0`; the modulo bias is irrelevant here).
