@@ -1,7 +1,7 @@
 //! Forward interval pass of dense layers, enclosing the inference's rounding.
 
 use polycert_deeppoly::AffineForward;
-use polycert_interval::{DotAcc, FloatModel, Fp, Interval, Widening, fp, kernels};
+use polycert_interval::{DotAcc, FloatModel, Fp, Interval, fp, kernels};
 use rayon::prelude::*;
 
 /// `[lo, hi, bias_lo, bias_hi]` of one neuron from its accumulated dot
@@ -9,7 +9,7 @@ use rayon::prelude::*;
 pub fn finish_affine<T: Fp>(mut acc: DotAcc, b: T, model: FloatModel) -> [T; 4] {
     let n = acc.n + 1;
     acc.push_constant(Interval::new_unchecked(b, b));
-    let (lo, hi) = Widening::for_terms(acc.n).apply(acc.lo, acc.hi, acc.mag);
+    let (lo, hi) = crate::util::widening(acc.n).apply(acc.lo, acc.hi, acc.mag);
     let mag = acc.mag_upper();
     let e = model.rounding_error_bound(n, mag);
     // Past the format's overflow threshold the inference may return ±inf or NaN.

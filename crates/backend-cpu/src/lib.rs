@@ -4,14 +4,17 @@
 mod conv;
 mod forward;
 mod gemm;
+mod point;
+mod point_affine;
 mod pool;
 mod rowops;
 mod util;
 
-pub use util::CpuMat;
+pub use point_affine::gemm_model;
+pub use util::{CpuMat, CpuPMat};
 
 use polycert_deeppoly::{
-    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, Geom, PoolParams, ReluParams, Shape,
+    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, Geom, Magnitudes, PoolParams, ReluParams, Shape,
 };
 use polycert_interval::{FloatModel, Fp};
 
@@ -41,9 +44,17 @@ fn check_mat<T>(m: &CpuMat<T>) -> BResult<()> {
     Ok(())
 }
 
+fn check_len(what: &str, got: usize, want: usize) -> BResult<()> {
+    if got != want {
+        return Err(BackendError::Failure(format!("{what}: {got} values, expected {want}")));
+    }
+    Ok(())
+}
+
 impl<T: Fp> Backend<T> for CpuBackend {
     type Buf = Vec<T>;
     type Mat = CpuMat<T>;
+    type PMat = CpuPMat<T>;
 
     fn name(&self) -> String {
         format!("cpu ({} threads)", rayon::current_num_threads())
@@ -126,6 +137,87 @@ impl<T: Fp> Backend<T> for CpuBackend {
     }
     fn slice_cols(&self, a: &CpuMat<T>, start: usize, len: usize) -> BResult<CpuMat<T>> {
         Ok(rowops::slice_cols(a, start, len))
+    }
+    fn pmat_from_host(&self, rows: usize, cols: usize, a: &[T]) -> BResult<CpuPMat<T>> {
+        check_len("point matrix", a.len(), rows * cols)?;
+        Ok(CpuPMat { rows, cols, a: a.to_vec() })
+    }
+    fn pmat_to_host(&self, m: &CpuPMat<T>) -> BResult<Vec<T>> {
+        Ok(m.a.clone())
+    }
+    fn pmat_zeros(&self, rows: usize, cols: usize) -> BResult<CpuPMat<T>> {
+        Ok(CpuPMat { rows, cols, a: vec![T::zero(); rows * cols] })
+    }
+    fn point_dense(
+        &self,
+        a: &CpuPMat<T>,
+        w: &Vec<T>,
+        n_in: usize,
+        b: (&Vec<T>, &Vec<T>),
+        mag: &Magnitudes<'_, Vec<T>>,
+    ) -> BResult<(CpuPMat<T>, Vec<f64>)> {
+        check_len("point_dense weights", w.len(), a.cols * n_in)?;
+        check_len("point_dense |W|·r", mag.wr.len(), a.cols)?;
+        Ok(point_affine::point_dense(a, w, n_in, (b.0, b.1), mag.wr, mag.r1))
+    }
+    fn point_conv(
+        &self,
+        a: &CpuPMat<T>,
+        g: &Geom,
+        p: &ConvParams<'_, Self, T>,
+        out: &Geom,
+        mag: &Magnitudes<'_, Vec<T>>,
+    ) -> BResult<(CpuPMat<T>, Vec<f64>)> {
+        check_len("point_conv |W|·r", mag.wr.len(), g.shape.numel())?;
+        Ok(point_affine::point_conv(a, g, p.conv, p.weight, (p.bias_lo, p.bias_hi), out, mag.wr, mag.r1))
+    }
+    fn point_relu(
+        &self,
+        a: &CpuPMat<T>,
+        g: &Geom,
+        p: &ReluParams<'_, Self, T>,
+        r: &Vec<T>,
+    ) -> BResult<(CpuPMat<T>, Vec<f64>)> {
+        Ok(point::point_relu(a, g, (p.lam_lo, p.lam_up), p.mu_up, r))
+    }
+    fn point_diag(
+        &self,
+        a: &CpuPMat<T>,
+        g: &Geom,
+        m: (&Vec<T>, &Vec<T>),
+        c: (&Vec<T>, &Vec<T>),
+        r: &Vec<T>,
+    ) -> BResult<(CpuPMat<T>, Vec<f64>)> {
+        Ok(point::point_diag(a, g, (m.0, m.1), (c.0, c.1), r))
+    }
+    fn point_maxpool(
+        &self,
+        a: &CpuPMat<T>,
+        g: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+        r: &Vec<T>,
+    ) -> BResult<(CpuPMat<T>, Vec<f64>)> {
+        Ok(point::point_maxpool(a, g, (p.sel_lo, p.sel_up), p.up, out, r))
+    }
+    fn point_concretize(&self, a: &CpuPMat<T>, g: &Geom, lo: &Vec<T>, hi: &Vec<T>) -> BResult<Vec<f64>> {
+        Ok(point::point_concretize(a, g, lo, hi))
+    }
+    fn point_compact(&self, a: &CpuPMat<T>, _g: &Geom, keep: &[u32]) -> BResult<CpuPMat<T>> {
+        Ok(CpuPMat { rows: keep.len(), cols: a.cols, a: util::compact_plane(&a.a, a.cols, keep) })
+    }
+    fn point_add_into(
+        &self,
+        dst: &mut CpuPMat<T>,
+        dg: &Geom,
+        src: &CpuPMat<T>,
+        sg: &Geom,
+        r: &Vec<T>,
+    ) -> BResult<Vec<f64>> {
+        Ok(point::point_add_into(dst, dg, src, sg, r))
+    }
+    fn point_slice_cols(&self, a: &CpuPMat<T>, start: usize, len: usize) -> BResult<CpuPMat<T>> {
+        Ok(CpuPMat { rows: a.rows, cols: len, a: util::slice_plane(&a.a, a.rows, a.cols, start, len) })
     }
     fn forward_dense(
         &self,

@@ -1,7 +1,7 @@
 //! Row-wise operations: the ReLU and diagonal steps, concretization,
 //! compaction and the residual merge.
 
-use crate::util::{CpuMat, for_each_in_window, lower_of, min_product, mul_outward};
+use crate::util::{CpuMat, compact_plane, for_each_in_window, lower_of, min_product, mul_outward, slice_plane};
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, Interval, fp};
 use rayon::prelude::*;
@@ -77,30 +77,21 @@ pub fn concretize<T: Fp>(a: &CpuMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64
         .map(|r| {
             let (alo, ahi) = (&a.lo[r * cols..(r + 1) * cols], &a.hi[r * cols..(r + 1) * cols]);
             let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
+            let mut term = |j: usize, i: usize| {
+                let (p, q) = min_product(
+                    alo[j].to_f64_exact(),
+                    ahi[j].to_f64_exact(),
+                    lo[i].to_f64_exact(),
+                    hi[i].to_f64_exact(),
+                );
+                s += p;
+                m += q;
+                n += 1;
+            };
             if g.is_full() {
-                for j in 0..cols {
-                    let (p, q) = min_product(
-                        alo[j].to_f64_exact(),
-                        ahi[j].to_f64_exact(),
-                        lo[j].to_f64_exact(),
-                        hi[j].to_f64_exact(),
-                    );
-                    s += p;
-                    m += q;
-                }
-                n = cols;
+                (0..cols).for_each(|j| term(j, j));
             } else {
-                for_each_in_window(g, r, |j, i| {
-                    let (p, q) = min_product(
-                        alo[j].to_f64_exact(),
-                        ahi[j].to_f64_exact(),
-                        lo[i].to_f64_exact(),
-                        hi[i].to_f64_exact(),
-                    );
-                    s += p;
-                    m += q;
-                    n += 1;
-                });
+                for_each_in_window(g, r, term);
             }
             lower_of(n, s, m)
         })
@@ -110,51 +101,41 @@ pub fn concretize<T: Fp>(a: &CpuMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64
 /// Keeps the listed rows.
 pub fn compact<T: Fp>(a: &CpuMat<T>, keep: &[u32]) -> CpuMat<T> {
     let c = a.cols;
-    let mut out = CpuMat {
-        rows: keep.len(),
-        cols: c,
-        lo: Vec::with_capacity(keep.len() * c),
-        hi: Vec::with_capacity(keep.len() * c),
-    };
-    for &r in keep {
-        let r = r as usize;
-        out.lo.extend_from_slice(&a.lo[r * c..(r + 1) * c]);
-        out.hi.extend_from_slice(&a.hi[r * c..(r + 1) * c]);
-    }
-    out
+    CpuMat { rows: keep.len(), cols: c, lo: compact_plane(&a.lo, c, keep), hi: compact_plane(&a.hi, c, keep) }
 }
 
 /// `dst += src`, placing each source window inside the destination window.
 pub fn add_into<T: Fp>(dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geom) {
-    let (sc, (dh, dw)) = (src.cols, dg.win);
-    let shape = dg.shape;
+    let sc = src.cols;
     rows_mut(dst).for_each(|(r, (olo, ohi))| {
         let (slo, shi) = (&src.lo[r * sc..(r + 1) * sc], &src.hi[r * sc..(r + 1) * sc]);
-        let (oy, ox) = dg.offsets[r];
-        let (_, sw) = sg.win;
-        for_each_in_window(sg, r, |j, i| {
+        for_each_placed(dg, sg, r, |j, t, _| {
             if slo[j] == T::zero() && shi[j] == T::zero() {
                 return;
             }
-            let c = j / (sg.win.0 * sw);
-            let hw = i % (shape.h * shape.w);
-            let (ty, tx) = ((hw / shape.w) as i32 - oy, (hw % shape.w) as i32 - ox);
-            assert!(ty >= 0 && tx >= 0 && (ty as usize) < dh && (tx as usize) < dw, "add_into: source outside window");
-            let t = (c * dh + ty as usize) * dw + tx as usize;
             olo[t] = fp::add_down(olo[t], slo[j]);
             ohi[t] = fp::add_up(ohi[t], shi[j]);
         });
     });
 }
 
+/// Calls `f(src_col, dst_col, neuron)` for every in-range position of row
+/// `r` of a source window `sg` placed in a destination window `dg`.
+pub fn for_each_placed(dg: &Geom, sg: &Geom, r: usize, mut f: impl FnMut(usize, usize, usize)) {
+    let ((dh, dw), shape) = (dg.win, dg.shape);
+    let (oy, ox) = dg.offsets[r];
+    let (swh, sww) = sg.win;
+    for_each_in_window(sg, r, |j, i| {
+        let c = j / (swh * sww);
+        let hw = i % (shape.h * shape.w);
+        let (ty, tx) = ((hw / shape.w) as i32 - oy, (hw % shape.w) as i32 - ox);
+        assert!(ty >= 0 && tx >= 0 && (ty as usize) < dh && (tx as usize) < dw, "add_into: source outside window");
+        f(j, (c * dh + ty as usize) * dw + tx as usize, i);
+    });
+}
+
 /// Columns `[start, start+len)` of every row.
 pub fn slice_cols<T: Fp>(a: &CpuMat<T>, start: usize, len: usize) -> CpuMat<T> {
-    let mut out =
-        CpuMat { rows: a.rows, cols: len, lo: Vec::with_capacity(a.rows * len), hi: Vec::with_capacity(a.rows * len) };
-    for r in 0..a.rows {
-        let o = r * a.cols + start;
-        out.lo.extend_from_slice(&a.lo[o..o + len]);
-        out.hi.extend_from_slice(&a.hi[o..o + len]);
-    }
-    out
+    let (lo, hi) = (slice_plane(&a.lo, a.rows, a.cols, start, len), slice_plane(&a.hi, a.rows, a.cols, start, len));
+    CpuMat { rows: a.rows, cols: len, lo, hi }
 }

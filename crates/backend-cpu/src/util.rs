@@ -18,6 +18,14 @@ impl<T: Fp> CpuMat<T> {
     }
 }
 
+/// A point-coefficient matrix, one plane, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuPMat<T> {
+    pub rows: usize,
+    pub cols: usize,
+    pub a: Vec<T>,
+}
+
 /// Valid window range `[w0, w1)` along one axis for a row at `off` over a
 /// node of extent `size`.
 #[inline]
@@ -71,8 +79,42 @@ pub fn min_product(al: f64, ah: f64, bl: f64, bh: f64) -> (f64, f64) {
     (p, mag)
 }
 
+/// The widening for sums of at most `n` terms: `n` rounded up to a power of
+/// two (the bound grows with `n`), computed once per power.
+#[inline]
+pub fn widening(n: usize) -> polycert_interval::Widening {
+    use polycert_interval::Widening;
+    static TABLE: std::sync::OnceLock<Vec<Widening>> = std::sync::OnceLock::new();
+    let t = TABLE.get_or_init(|| (0..48).map(|k| Widening::for_terms(1usize << k)).collect());
+    t.get(n.next_power_of_two().trailing_zeros() as usize).copied().unwrap_or_else(|| Widening::for_terms(n))
+}
+
 /// Sound lower bound of an accumulated sum of `n` terms.
 #[inline]
 pub fn lower_of(n: usize, sum: f64, mag: f64) -> f64 {
-    polycert_interval::Widening::for_terms(n).apply(sum, sum, mag).0
+    widening(n).apply(sum, sum, mag).0
+}
+
+/// Sound upper bound of an accumulated sum of `n` non-negative terms.
+#[inline]
+pub fn upper_of(n: usize, sum: f64) -> f64 {
+    widening(n).apply(sum, sum, sum).1
+}
+
+/// Keeps the listed rows of a `cols`-wide plane.
+pub fn compact_plane<T: Copy>(a: &[T], cols: usize, keep: &[u32]) -> Vec<T> {
+    let mut out = Vec::with_capacity(keep.len() * cols);
+    for &r in keep {
+        out.extend_from_slice(&a[r as usize * cols..(r as usize + 1) * cols]);
+    }
+    out
+}
+
+/// Columns `[start, start+len)` of every row of a `cols`-wide plane.
+pub fn slice_plane<T: Copy>(a: &[T], rows: usize, cols: usize, start: usize, len: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(rows * len);
+    for r in 0..rows {
+        out.extend_from_slice(&a[r * cols + start..r * cols + start + len]);
+    }
+    out
 }

@@ -9,7 +9,7 @@ mod vnncomp;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use engine::{BackendChoice, Job, Precision};
-use polycert_deeppoly::{InputBox, Options, Property, ReluLower};
+use polycert_deeppoly::{Arith, InputBox, Options, Property, ReluLower};
 use report::Record;
 use std::io::Write;
 use std::path::PathBuf;
@@ -41,6 +41,10 @@ pub struct AnalysisArgs {
     /// Lower ReLU line for unstable neurons.
     #[arg(long, value_enum, default_value = "area")]
     relu_lower: ReluLowerArg,
+    /// Backsubstitution arithmetic: point coefficients on plain GEMMs with the
+    /// rounding folded into the constants, or GPUPoly's interval coefficients.
+    #[arg(long, value_enum, default_value = "point")]
+    arith: ArithArg,
     /// Memory budget for expression matrices, in MiB.
     #[arg(long)]
     memory_mb: Option<usize>,
@@ -50,6 +54,12 @@ pub struct AnalysisArgs {
     /// PGD steps to look for a counterexample when a property is not proved (0: none).
     #[arg(long, default_value_t = 20)]
     attack_steps: usize,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ArithArg {
+    Point,
+    Interval,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -66,6 +76,10 @@ impl AnalysisArgs {
                 ReluLowerArg::Area => ReluLower::Area,
                 ReluLowerArg::Zero => ReluLower::Zero,
                 ReluLowerArg::One => ReluLower::One,
+            },
+            arith: match self.arith {
+                ArithArg::Point => Arith::Point,
+                ArithArg::Interval => Arith::Interval,
             },
             refine: !self.no_refine,
             attack_steps: self.attack_steps,

@@ -2,7 +2,7 @@
 //! properties with DeepPoly (forward intervals, ReLU refinement by
 //! backsubstitution with early termination, then the property).
 
-use crate::backend::{BResult, Backend, BackendError};
+use crate::backend::{Arith, BResult, Backend, BackendError};
 use crate::ir::{Network, Op};
 use crate::property::{Counterexample, Outcome, Property, PropertyError, SubProblem, Verdict};
 use crate::relax::ReluLower;
@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct Options {
     pub relu_lower: ReluLower,
+    /// Backsubstitution arithmetic (point coefficients by default).
+    pub arith: Arith,
     /// The precision the deployed network runs in; its rounding is enclosed.
     pub network_float: FloatModel,
     /// Drop rows as soon as they are decided (the paper's early termination).
@@ -30,6 +32,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             relu_lower: ReluLower::Area,
+            arith: Arith::Point,
             network_float: FloatModel::F32,
             early_termination: true,
             refine: true,
@@ -64,6 +67,8 @@ pub(crate) enum Params<Buf> {
     Affine {
         w: Buf,
         b: Buf,
+        /// `|W|` and a zero bias, for the point arithmetic's error terms.
+        abs: Option<(Buf, Buf)>,
     },
     /// Average pooling as a sum (a conv with unit weights) then a division.
     AvgPool {
@@ -107,20 +112,32 @@ pub(crate) fn to_t<T: Fp>(layer: &str, v: &[f64]) -> Result<Vec<T>, AnalysisErro
         .collect()
 }
 
+fn affine_params<B: Backend<T>, T: Fp>(
+    be: &B,
+    layer: &str,
+    weight: &[f64],
+    bias: &[f64],
+    arith: Arith,
+) -> Result<Params<B::Buf>, AnalysisError> {
+    let w = to_t::<T>(layer, weight)?;
+    let abs = match arith {
+        Arith::Interval => None,
+        Arith::Point => {
+            let wa: Vec<T> = w.iter().map(|v| v.abs()).collect();
+            Some((be.upload(&wa)?, be.upload(&vec![T::zero(); bias.len()])?))
+        }
+    };
+    Ok(Params::Affine { w: be.upload(&w)?, b: be.upload(&to_t::<T>(layer, bias)?)?, abs })
+}
+
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Uploads the weights and checks that every layer is supported.
     pub fn new(net: &'a Network, backend: &'a B, opts: Options) -> Result<Self, AnalysisError> {
         let mut params = Vec::with_capacity(net.nodes().len());
         for node in net.nodes() {
             let p = match &node.op {
-                Op::Dense { weight, bias, .. } => Params::Affine {
-                    w: backend.upload(&to_t::<T>(&node.name, weight)?)?,
-                    b: backend.upload(&to_t::<T>(&node.name, bias)?)?,
-                },
-                Op::Conv2d(c) => Params::Affine {
-                    w: backend.upload(&to_t::<T>(&node.name, &c.weight)?)?,
-                    b: backend.upload(&to_t::<T>(&node.name, &c.bias)?)?,
-                },
+                Op::Dense { weight, bias, .. } => affine_params(backend, &node.name, weight, bias, opts.arith)?,
+                Op::Conv2d(c) => affine_params(backend, &node.name, &c.weight, &c.bias, opts.arith)?,
                 Op::AvgPool2d(p) => {
                     let conv = avgpool_sum(node.shape.c, p);
                     let w = backend.upload(&to_t::<T>(&node.name, &conv.weight)?)?;

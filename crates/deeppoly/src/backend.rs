@@ -10,6 +10,19 @@
 //!   in the coefficient intervals. Operations that move constants return the
 //!   per-row increment as a sound lower bound in f64.
 //! - Every result is rounded outward.
+//!
+//! Two arithmetics share these conventions ([`Arith`]):
+//! - *interval* (GPUPoly): `Mat` holds interval coefficients and every
+//!   product and sum rounds outward, in custom kernels;
+//! - *point* (the design notes' "sound backsubstitution on plain GEMMs"):
+//!   `PMat` holds one plane of point coefficients, each step is a plain
+//!   GEMM or convolution in round-to-nearest, in any order and with FMA,
+//!   and its a-priori error, paid with bounds `r ≥ |x|` of the values the
+//!   row is over, is subtracted from the row's constant. The `point_*`
+//!   methods return per-row constant increments with those error terms
+//!   already folded in, as sound lower bounds. Coefficients that are zero
+//!   contribute nothing (also when `r` is infinite); a non-finite
+//!   increment means the row proves nothing.
 
 use crate::geom::Geom;
 use crate::ir::{Conv2d, Shape};
@@ -54,6 +67,24 @@ pub struct PoolParams<'a, B: ?Sized + Backend<T>, T: Fp> {
     pub sel_up: &'a B::Buf,
     pub lo: &'a B::Buf,
     pub up: &'a B::Buf,
+}
+
+/// Which arithmetic backsubstitution runs in (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Arith {
+    /// Interval coefficients, outward rounding in every product (GPUPoly).
+    Interval,
+    /// Point coefficients on plain GEMMs, rounding folded into the constant.
+    #[default]
+    Point,
+}
+
+/// What a point affine step pays its rounding error with: `wr ≥ |W|·r` per
+/// output neuron of the layer and `r1 ≥ ‖r‖₁`, for `r ≥ |x|` over the
+/// layer's input `x`.
+pub struct Magnitudes<'a, Buf> {
+    pub wr: &'a Buf,
+    pub r1: f64,
 }
 
 /// Result of a forward interval step through an affine layer.
@@ -152,6 +183,87 @@ pub trait Backend<T: Fp>: Send + Sync {
 
     /// Columns `[start, start+len)` of every row (channel slices for Concat).
     fn slice_cols(&self, a: &Self::Mat, start: usize, len: usize) -> BResult<Self::Mat>;
+
+    /// A point expression matrix (one plane, row-major, same layout).
+    type PMat: Send + Sync;
+
+    fn pmat_from_host(&self, rows: usize, cols: usize, a: &[T]) -> BResult<Self::PMat>;
+    fn pmat_to_host(&self, m: &Self::PMat) -> BResult<Vec<T>>;
+    fn pmat_zeros(&self, rows: usize, cols: usize) -> BResult<Self::PMat>;
+
+    /// Point dense step: `G = fl(A·W)` by a plain GEMM, and per row
+    /// `min(A·b) − γ_m·|A|·wr − (m+2)·η·r1` rounded down, with `m = n_out`
+    /// and `γ`, `η` of the GEMM's arithmetic.
+    fn point_dense(
+        &self,
+        a: &Self::PMat,
+        w: &Self::Buf,
+        n_in: usize,
+        b: (&Self::Buf, &Self::Buf),
+        mag: &Magnitudes<'_, Self::Buf>,
+    ) -> BResult<(Self::PMat, Vec<f64>)>;
+
+    /// Point conv step over dependence-set windows (`m = C_out·⌈kh/s⌉·⌈kw/s⌉`).
+    fn point_conv(
+        &self,
+        a: &Self::PMat,
+        geom: &Geom,
+        p: &ConvParams<'_, Self, T>,
+        out: &Geom,
+        mag: &Magnitudes<'_, Self::Buf>,
+    ) -> BResult<(Self::PMat, Vec<f64>)>;
+
+    /// Point ReLU step: `g_j = fl(a_j·λ_j)` with `λ = lam_lo` where `a_j ≥ 0`
+    /// and `lam_up` (plus `a_j·mu_up` in the constant) where `a_j < 0`; the
+    /// constant pays `|a_j·λ_j − g_j|·r_j`, `r ≥ |x|` over the ReLU input.
+    fn point_relu(
+        &self,
+        a: &Self::PMat,
+        geom: &Geom,
+        p: &ReluParams<'_, Self, T>,
+        r: &Self::Buf,
+    ) -> BResult<(Self::PMat, Vec<f64>)>;
+
+    /// Point diagonal step through `y = x·[m_lo, m_hi] + [c_lo, c_hi]`:
+    /// `g_j = fl(a_j·m_lo_j)`, the constant pays `max_m |a_j·m − g_j|·r_j`.
+    fn point_diag(
+        &self,
+        a: &Self::PMat,
+        geom: &Geom,
+        m: (&Self::Buf, &Self::Buf),
+        c: (&Self::Buf, &Self::Buf),
+        r: &Self::Buf,
+    ) -> BResult<(Self::PMat, Vec<f64>)>;
+
+    /// Point MaxPool step: each coefficient moves to its selected input (or
+    /// the constant `a_j·up_j`); sums of coefficients landing on one input
+    /// pay their rounding with `r ≥ |x|` over the pool input.
+    fn point_maxpool(
+        &self,
+        a: &Self::PMat,
+        geom: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+        r: &Self::Buf,
+    ) -> BResult<(Self::PMat, Vec<f64>)>;
+
+    /// Lower bound of `Σ g_j·x_j` per row for `x ∈ [lo, hi]`.
+    fn point_concretize(&self, a: &Self::PMat, geom: &Geom, lo: &Self::Buf, hi: &Self::Buf) -> BResult<Vec<f64>>;
+
+    fn point_compact(&self, a: &Self::PMat, geom: &Geom, keep: &[u32]) -> BResult<Self::PMat>;
+
+    /// `dst += src` (as [`Backend::add_into`]); returns per row `−Σ|e_j|·r_j`,
+    /// the rounding `e` of the sums paid with `r ≥ |x|` over the node.
+    fn point_add_into(
+        &self,
+        dst: &mut Self::PMat,
+        dst_geom: &Geom,
+        src: &Self::PMat,
+        src_geom: &Geom,
+        r: &Self::Buf,
+    ) -> BResult<Vec<f64>>;
+
+    fn point_slice_cols(&self, a: &Self::PMat, start: usize, len: usize) -> BResult<Self::PMat>;
 
     /// Forward interval evaluation of a dense layer, enclosing every value
     /// the `model`-precision inference computes.

@@ -2,10 +2,11 @@
 //! merging and memory-bounded row chunks.
 
 use crate::analysis::{AnalysisError, Analyzer, Params};
-use crate::backend::{Backend, BackendError, ConvParams, PoolParams, ReluParams};
-use crate::forward::{RunState, Step};
+use crate::backend::{Arith, Backend, BackendError};
+use crate::forward::RunState;
 use crate::geom::Geom;
 use crate::ir::{NodeId, Op};
+use crate::rows::{IntervalRows, PointRows, RowArith, sum_down};
 use polycert_interval::{Fp, fp};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -44,8 +45,21 @@ type Pending<G, M> = BTreeMap<NodeId, (G, M)>;
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Best certified lower bound of every row, processing rows in chunks
-    /// that fit the memory budget.
+    /// that fit the memory budget, in the arithmetic of `opts.arith`.
     pub(crate) fn backsubstitute(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        rows: &Rows<T>,
+        goal: Goal,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<f64>, AnalysisError> {
+        match self.opts.arith {
+            Arith::Interval => self.backsubstitute_in::<IntervalRows>(st, rows, goal, deadline),
+            Arith::Point => self.backsubstitute_in::<PointRows>(st, rows, goal, deadline),
+        }
+    }
+
+    fn backsubstitute_in<A: RowArith<B, T>>(
         &self,
         st: &mut RunState<T, B::Buf>,
         rows: &Rows<T>,
@@ -54,7 +68,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<Vec<f64>, AnalysisError> {
         let n = rows.cst.len();
         let cols = rows.geom.cols();
-        let per_row = self.predict_row_bytes(rows.start, &rows.geom).max(1);
+        let per_row = self.predict_row_bytes(rows.start, &rows.geom, A::PLANES).max(1);
         let mut chunk = (self.budget() / per_row).clamp(1, n.max(1));
         let mut out = Vec::with_capacity(n);
         let mut start = 0;
@@ -63,11 +77,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let idx: Vec<u32> = (start as u32..end as u32).collect();
             let geom = rows.geom.select(&idx);
             let (lo, hi) = (&rows.lo[start * cols..end * cols], &rows.hi[start * cols..end * cols]);
-            let res =
-                self.backend.mat_from_host(end - start, cols, lo, hi).map_err(AnalysisError::from).and_then(|m| {
-                    let cst = rows.cst[start..end].to_vec();
-                    self.backsub_chunk(st, rows.start, geom, m, cst, &rows.group[start..end], goal, deadline)
-                });
+            let res = A::from_host(self, st, rows.start, &geom, lo, hi).and_then(|(m, d)| {
+                let cst = sum_down(&rows.cst[start..end], &d);
+                self.backsub_chunk::<A>(st, rows.start, geom, m, cst, &rows.group[start..end], goal, deadline)
+            });
             match res {
                 // Out of memory: halve the chunk and retry (never a different relaxation).
                 Err(AnalysisError::Backend(BackendError::OutOfMemory(_))) if chunk > 1 => chunk /= 2,
@@ -81,12 +94,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn backsub_chunk(
+    fn backsub_chunk<A: RowArith<B, T>>(
         &self,
         st: &mut RunState<T, B::Buf>,
         start: NodeId,
         geom: Geom,
-        m: B::Mat,
+        m: A::M,
         mut cst: Vec<f64>,
         group: &[u32],
         goal: Goal,
@@ -95,7 +108,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let n = cst.len();
         let mut best = vec![f64::NEG_INFINITY; n];
         let mut orig: Vec<u32> = (0..n as u32).collect();
-        let mut pending: Pending<Geom, B::Mat> = BTreeMap::new();
+        let mut pending: Pending<Geom, A::M> = BTreeMap::new();
         pending.insert(start, (geom, m));
         loop {
             Self::check_deadline(deadline)?;
@@ -105,8 +118,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 // Concretize every pending part over its node's bounds.
                 let mut lb = cst.clone();
                 for (&node, (g, mat)) in &pending {
-                    let (lo, hi) = self.bounds_dev(st, node)?;
-                    let part = self.backend.concretize(mat, g, lo, hi)?;
+                    let part = A::concretize(self, st, node, mat, g)?;
                     for (l, p) in lb.iter_mut().zip(part) {
                         *l = fp::add_down(*l, p);
                     }
@@ -114,6 +126,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let mut done_groups = Vec::new();
                 for (r, &l) in lb.iter().enumerate() {
                     let o = orig[r] as usize;
+                    // A NaN bound proves nothing (and `max` keeps the old one).
                     best[o] = best[o].max(l);
                     if goal.met(best[o]) {
                         done_groups.push(group[o]);
@@ -130,7 +143,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         break;
                     }
                     for (g, mat) in pending.values_mut() {
-                        *mat = self.backend.compact(mat, g, &keep)?;
+                        *mat = A::compact(self.backend, mat, g, &keep)?;
                         *g = g.select(&keep);
                     }
                     cst = keep.iter().map(|&r| cst[r as usize]).collect();
@@ -138,143 +151,143 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
             let (g, mat) = pending.remove(&top).expect("top exists");
-            let (parts, delta) = self.step(st, top, &g, mat)?;
-            for (c, d) in cst.iter_mut().zip(delta) {
-                *c = fp::add_down(*c, d);
-            }
+            let (parts, delta) = self.step::<A>(st, top, &g, mat)?;
+            let mut delta = delta;
             for (node, g2, m2) in parts {
-                self.merge(&mut pending, node, g2, m2)?;
+                let d = self.merge::<A>(st, &mut pending, node, g2, m2)?;
+                delta = sum_down(&delta, &d);
             }
+            cst = sum_down(&cst, &delta);
         }
         Ok(best)
     }
 
-    /// Adds an expression part into the pending set (residual merge).
-    fn merge(
+    /// Adds an expression part into the pending set (residual merge);
+    /// returns the constant increments the sums cost.
+    fn merge<A: RowArith<B, T>>(
         &self,
-        pending: &mut Pending<Geom, B::Mat>,
+        st: &mut RunState<T, B::Buf>,
+        pending: &mut Pending<Geom, A::M>,
         node: NodeId,
         g: Geom,
-        m: B::Mat,
-    ) -> Result<(), AnalysisError> {
-        let be = self.backend;
-        match pending.remove(&node) {
+        m: A::M,
+    ) -> Result<Vec<f64>, AnalysisError> {
+        let rows = g.rows();
+        Ok(match pending.remove(&node) {
             None => {
                 pending.insert(node, (g, m));
+                vec![0.0; rows]
             }
             Some((g0, mut m0)) if g0 == g => {
-                be.add_into(&mut m0, &g0, &m, &g)?;
+                let d = A::add_into(self, st, node, &mut m0, &g0, &m, &g)?;
                 pending.insert(node, (g0, m0));
+                d
             }
             Some((g0, m0)) => {
-                let rows = g.rows();
                 let u = g0.union(&g).unwrap_or_else(|| Geom::full(g.shape, rows));
-                let mut z = be.mat_zeros(rows, u.cols())?;
-                be.add_into(&mut z, &u, &m0, &g0)?;
-                be.add_into(&mut z, &u, &m, &g)?;
+                let mut z = A::zeros(self.backend, rows, u.cols())?;
+                let d0 = A::add_into(self, st, node, &mut z, &u, &m0, &g0)?;
+                let d1 = A::add_into(self, st, node, &mut z, &u, &m, &g)?;
                 pending.insert(node, (u, z));
+                sum_down(&d0, &d1)
             }
-        }
-        Ok(())
+        })
     }
 
-    /// Converts to the full window (the dense case).
-    fn to_full(&self, g: &Geom, m: B::Mat) -> Result<(Geom, B::Mat), AnalysisError> {
+    /// Converts to the full window (the dense case); also returns the
+    /// constant increments (zero: adding into zeros is exact).
+    fn to_full<A: RowArith<B, T>>(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        node: NodeId,
+        g: &Geom,
+        m: A::M,
+    ) -> Result<(A::M, Vec<f64>), AnalysisError> {
         if g.is_full() {
-            return Ok((g.clone(), m));
+            return Ok((m, vec![0.0; g.rows()]));
         }
         let full = Geom::full(g.shape, g.rows());
-        let mut z = self.backend.mat_zeros(g.rows(), full.cols())?;
-        self.backend.add_into(&mut z, &full, &m, g)?;
-        Ok((full, z))
+        let mut z = A::zeros(self.backend, g.rows(), full.cols())?;
+        let d = A::add_into(self, st, node, &mut z, &full, &m, g)?;
+        Ok((z, d))
     }
 
     /// One backsubstitution step through node `k`.
     #[allow(clippy::type_complexity)]
-    fn step(
+    fn step<A: RowArith<B, T>>(
         &self,
-        st: &RunState<T, B::Buf>,
+        st: &mut RunState<T, B::Buf>,
         k: NodeId,
         g: &Geom,
-        m: B::Mat,
-    ) -> Result<(Vec<(NodeId, Geom, B::Mat)>, Vec<f64>), AnalysisError> {
+        m: A::M,
+    ) -> Result<(Vec<(NodeId, Geom, A::M)>, Vec<f64>), AnalysisError> {
         let node = self.net.node(k);
         let be = self.backend;
         let x = node.inputs[0];
         let in_shape = self.net.node(x).shape;
         let rows = g.rows();
-        let unsupported = || AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() };
-        Ok(match (&node.op, &self.params[k], &st.steps[k]) {
-            (Op::Dense { .. }, Params::Affine { w, .. }, Step::Bias { lo, hi }) => {
-                let (_, m) = self.to_full(g, m)?;
-                let (m2, d) = be.dense_backsub(&m, w, in_shape.numel(), lo, hi)?;
-                (vec![(x, Geom::full(in_shape, rows), m2)], d)
+        Ok(match &node.op {
+            Op::Dense { .. } => {
+                let (m, d0) = self.to_full::<A>(st, k, g, m)?;
+                let (m2, d) = A::dense(self, st, k, &m)?;
+                (vec![(x, Geom::full(in_shape, rows), m2)], sum_down(&d0, &d))
             }
-            (Op::Conv2d(conv), Params::Affine { w, .. }, Step::Bias { lo, hi }) => {
+            Op::Conv2d(conv) => {
                 let out = g.through_conv(conv, in_shape);
-                let p = ConvParams { conv, weight: w, bias_lo: lo, bias_hi: hi };
-                let (m2, d) = be.conv_backsub(&m, g, &p, &out)?;
+                let (m2, d) = A::conv(self, st, k, &m, g, &out)?;
                 (vec![(x, out, m2)], d)
             }
-            (Op::Relu, _, Step::Relu { lam_lo, lam_up, mu_up }) => {
-                let p = ReluParams { lam_lo, lam_up, mu_up };
-                let (m2, d) = be.relu_backsub(&m, g, &p)?;
+            Op::Relu => {
+                let (m2, d) = A::relu(self, st, k, &m, g)?;
                 (vec![(x, g.relabel(in_shape), m2)], d)
             }
-            (Op::Add, _, Step::Diag { m_lo, m_hi, c_lo, c_hi }) => {
-                let (m2, d) = be.diag_backsub(&m, g, (m_lo, m_hi), (c_lo, c_hi))?;
+            Op::Add => {
+                let (m2, d) = A::diag(self, st, k, &m, g)?;
                 let all: Vec<u32> = (0..rows as u32).collect();
-                let copy = be.compact(&m2, g, &all)?;
+                let copy = A::compact(be, &m2, g, &all)?;
                 let y = node.inputs[1];
                 (vec![(x, g.relabel(in_shape), m2), (y, g.relabel(self.net.node(y).shape), copy)], d)
             }
-            (Op::ChannelAffine { .. }, _, Step::Diag { m_lo, m_hi, c_lo, c_hi }) => {
-                let (m2, d) = be.diag_backsub(&m, g, (m_lo, m_hi), (c_lo, c_hi))?;
+            Op::ChannelAffine { .. } => {
+                let (m2, d) = A::diag(self, st, k, &m, g)?;
                 (vec![(x, g.relabel(in_shape), m2)], d)
             }
-            (
-                Op::AvgPool2d(_),
-                Params::AvgPool { conv, w, .. },
-                Step::AvgPool { sum_lo, sum_hi, m_lo, m_hi, c_lo, c_hi },
-            ) => {
-                let (m1, d1) = be.diag_backsub(&m, g, (m_lo, m_hi), (c_lo, c_hi))?;
+            Op::AvgPool2d(_) => {
+                let Params::AvgPool { conv, .. } = &self.params[k] else { unreachable!("AvgPool params") };
                 let out = g.through_conv(conv, in_shape);
-                let p = ConvParams { conv, weight: w, bias_lo: sum_lo, bias_hi: sum_hi };
-                let (m2, d2) = be.conv_backsub(&m1, g, &p, &out)?;
-                let d = d1.iter().zip(&d2).map(|(a, b)| fp::add_down(*a, *b)).collect();
+                let (m2, d) = A::avgpool(self, st, k, &m, g, &out)?;
                 (vec![(x, out, m2)], d)
             }
-            (Op::MaxPool2d(pool), _, Step::MaxPool { sel_lo, sel_up, lo, up }) => {
+            Op::MaxPool2d(pool) => {
                 let out = g.through_window(in_shape, pool.kernel, pool.stride, (pool.pad.0, pool.pad.1));
-                let p = PoolParams { pool, sel_lo, sel_up, lo, up };
-                let (m2, d) = be.maxpool_backsub(&m, g, &p, &out)?;
+                let (m2, d) = A::maxpool(self, st, k, &m, g, &out)?;
                 (vec![(x, out, m2)], d)
             }
-            (Op::Concat, _, _) => {
+            Op::Concat => {
                 let (wh, ww) = g.win;
                 let mut parts = Vec::with_capacity(node.inputs.len());
                 let mut start = 0;
                 for &i in &node.inputs {
                     let s = self.net.node(i).shape;
                     let len = s.c * wh * ww;
-                    parts.push((i, g.relabel(s), be.slice_cols(&m, start, len)?));
+                    parts.push((i, g.relabel(s), A::slice_cols(be, &m, start, len)?));
                     start += len;
                 }
                 (parts, vec![0.0; rows])
             }
-            (Op::Reshape, _, _) => {
-                let (_, m) = self.to_full(g, m)?;
-                (vec![(x, Geom::full(in_shape, rows), m)], vec![0.0; rows])
+            Op::Reshape => {
+                let (m, d) = self.to_full::<A>(st, k, g, m)?;
+                (vec![(x, Geom::full(in_shape, rows), m)], d)
             }
-            _ => return Err(unsupported()),
+            Op::Input => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
         })
     }
 
     /// Predicted bytes per row along the backsubstitution from `start`: the
     /// largest total footprint of the dependence sets pending at once
     /// (the paper's equations 5 and 9), for one row.
-    pub(crate) fn predict_row_bytes(&self, start: NodeId, geom: &Geom) -> usize {
-        let elem = std::mem::size_of::<T>();
+    pub(crate) fn predict_row_bytes(&self, start: NodeId, geom: &Geom, planes: usize) -> usize {
+        let elem = planes * std::mem::size_of::<T>();
         let one =
             Geom { shape: geom.shape, win: geom.win, offsets: vec![geom.offsets.first().copied().unwrap_or((0, 0))] };
         let mut pending: BTreeMap<NodeId, Geom> = BTreeMap::new();

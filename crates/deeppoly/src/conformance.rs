@@ -5,22 +5,22 @@
 //! ```
 
 use crate::analysis::{Analyzer, Options};
-use crate::backend::Backend;
+use crate::backend::{Arith, Backend};
 use crate::eval::eval_all;
 use crate::ir::{Network, Shape};
 use crate::property::{InputBox, Property, Verdict};
 use crate::testnets::{SplitMix, densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, two_two};
 use polycert_interval::Fp;
 
-fn opts() -> Options {
-    Options::default()
+fn opts(arith: Arith) -> Options {
+    Options { arith, ..Options::default() }
 }
 
 /// The paper's 2-2-2-2 example: `u` of the second affine layer's first
 /// neuron is 1.25 and the lower bound of `y_1 − y_2` is 1.
-pub fn two_two_example<B: Backend<T>, T: Fp>(be: &B) {
+pub fn two_two_example<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let net = two_two();
-    let a = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare");
+    let a = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare");
     let input = InputBox::new(vec![0.0; 2], vec![0.5; 2]).expect("box");
     let b = a.node_bounds(&input).expect("bounds");
     let u = b[3].1[0];
@@ -33,7 +33,7 @@ pub fn two_two_example<B: Backend<T>, T: Fp>(be: &B) {
 }
 
 /// The windowed conv path and its dense re-implementation agree.
-pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64) {
+pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith) {
     let mut rng = SplitMix(seed);
     let net = random_resnet(&mut rng, Shape::new(2, 7, 7), 3, 4);
     let (dense, map) = densify(&net);
@@ -41,7 +41,9 @@ pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64) {
     // Exact network: the float-inference error term depends on the term
     // count, which densifying changes (zero weights count as terms).
     // Without early termination: rows stop at different steps otherwise.
-    let o = Options { network_float: crate::FloatModel::EXACT, early_termination: false, ..opts() };
+    // (The point arithmetic's folded error grows with the inner length,
+    // which densifying also changes: compare it in f64 only.)
+    let o = Options { network_float: crate::FloatModel::EXACT, early_termination: false, ..opts(arith) };
     let a = Analyzer::<B, T>::new(&net, be, o.clone()).expect("prepare");
     let d = Analyzer::<B, T>::new(&dense, be, o).expect("prepare");
     let (bs, bd) = (a.node_bounds(&input).expect("sparse"), d.node_bounds(&input).expect("dense"));
@@ -73,7 +75,7 @@ fn robust_label(net: &Network, input: &InputBox) -> usize {
 }
 
 /// Early termination and row chunking do not change verdicts.
-pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B) {
+pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(7);
     let mut verified = 0;
     for k in 0..12 {
@@ -86,12 +88,12 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B) {
         let input = random_box(&mut rng, n_in, 0.002 * (1 + k % 4) as f64);
         let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
             .expect("prop");
-        let on = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare").analyze(&prop).expect("run");
-        let off = Analyzer::<B, T>::new(&net, be, Options { early_termination: false, ..opts() })
+        let on = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare").analyze(&prop).expect("run");
+        let off = Analyzer::<B, T>::new(&net, be, Options { early_termination: false, ..opts(arith) })
             .expect("prepare")
             .analyze(&prop)
             .expect("run");
-        let tiny = Analyzer::<B, T>::new(&net, be, Options { memory_budget: Some(1), ..opts() })
+        let tiny = Analyzer::<B, T>::new(&net, be, Options { memory_budget: Some(1), ..opts(arith) })
             .expect("prepare")
             .analyze(&prop)
             .expect("run");
@@ -105,7 +107,7 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B) {
 
 /// Concrete inference at random points and corners stays inside every
 /// node's certified bounds, in f64 and in float32.
-pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B) {
+pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(11);
     for k in 0..12 {
         let net = match k % 4 {
@@ -116,7 +118,7 @@ pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B) {
         };
         let n_in = net.input_shape().numel();
         let input = random_box(&mut rng, n_in, 0.05);
-        let b = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare").node_bounds(&input).expect("bounds");
+        let b = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare").node_bounds(&input).expect("bounds");
         for t in 0..40 {
             let x: Vec<f64> = (0..n_in)
                 .map(|i| {
@@ -154,11 +156,11 @@ pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B) {
 
 /// When the float32 inference can overflow, the bounds are the whole line
 /// (inference may return inf), never a finite interval.
-pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B) {
+pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut net = Network::new(Shape::flat(1));
     let w = 1.0e38f32 as f64; // the f32 threshold is 2^127 ≈ 1.7e38
     net.push("big", crate::Op::Dense { weight: vec![w, 1.0], bias: vec![0.0; 2], out: 2 }, &[0]).expect("valid");
-    let a = Analyzer::<B, T>::new(&net, be, opts()).expect("prepare");
+    let a = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare");
     let b = a.node_bounds(&InputBox::new(vec![1.0], vec![2.0]).expect("box")).expect("bounds");
     assert_eq!((b[1].0[0], b[1].1[0]), (f64::NEG_INFINITY, f64::INFINITY), "{:?}", b[1]);
     assert!(b[1].0[1] <= 1.0 && b[1].1[1] >= 2.0 && b[1].1[1] < 2.001);
@@ -166,51 +168,65 @@ pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B) {
     assert!(ok[1].1[0].is_finite(), "no overflow below 1.7e38: {:?}", ok[1]);
 }
 
-/// Instantiates the conformance suite for a backend expression.
+/// Instantiates the conformance suite for a backend expression, once per
+/// arithmetic (modules `point` and `interval`).
 #[macro_export]
 macro_rules! backend_conformance_tests {
     ($make:expr) => {
+        mod point {
+            $crate::backend_conformance_suite!($make, $crate::Arith::Point);
+        }
+        mod interval {
+            $crate::backend_conformance_suite!($make, $crate::Arith::Interval);
+            #[test]
+            fn sparse_conv_equals_dense_f32() {
+                $crate::conformance::sparse_equals_dense::<_, f32>(&$make, 5, $crate::Arith::Interval);
+            }
+        }
+    };
+}
+
+/// The suite for one arithmetic (used by [`backend_conformance_tests`]).
+#[macro_export]
+macro_rules! backend_conformance_suite {
+    ($make:expr, $arith:expr) => {
         #[test]
         fn two_two_example_f32() {
-            $crate::conformance::two_two_example::<_, f32>(&$make);
+            $crate::conformance::two_two_example::<_, f32>(&$make, $arith);
         }
         #[test]
         fn two_two_example_f64() {
-            $crate::conformance::two_two_example::<_, f64>(&$make);
+            $crate::conformance::two_two_example::<_, f64>(&$make, $arith);
         }
         #[test]
         fn sparse_conv_equals_dense_f64() {
             for seed in 1..4 {
-                $crate::conformance::sparse_equals_dense::<_, f64>(&$make, seed);
+                $crate::conformance::sparse_equals_dense::<_, f64>(&$make, seed, $arith);
             }
         }
         #[test]
-        fn sparse_conv_equals_dense_f32() {
-            $crate::conformance::sparse_equals_dense::<_, f32>(&$make, 5);
-        }
-        #[test]
         fn early_termination_same_verdicts_f64() {
-            $crate::conformance::early_termination_same_verdicts::<_, f64>(&$make);
+            $crate::conformance::early_termination_same_verdicts::<_, f64>(&$make, $arith);
         }
         #[test]
         fn early_termination_same_verdicts_f32() {
-            $crate::conformance::early_termination_same_verdicts::<_, f32>(&$make);
+            $crate::conformance::early_termination_same_verdicts::<_, f32>(&$make, $arith);
         }
         #[test]
         fn overflow_gives_no_bounds_f32() {
-            $crate::conformance::overflow_gives_no_bounds::<_, f32>(&$make);
+            $crate::conformance::overflow_gives_no_bounds::<_, f32>(&$make, $arith);
         }
         #[test]
         fn overflow_gives_no_bounds_f64() {
-            $crate::conformance::overflow_gives_no_bounds::<_, f64>(&$make);
+            $crate::conformance::overflow_gives_no_bounds::<_, f64>(&$make, $arith);
         }
         #[test]
         fn points_inside_bounds_f64() {
-            $crate::conformance::points_inside_bounds::<_, f64>(&$make);
+            $crate::conformance::points_inside_bounds::<_, f64>(&$make, $arith);
         }
         #[test]
         fn points_inside_bounds_f32() {
-            $crate::conformance::points_inside_bounds::<_, f32>(&$make);
+            $crate::conformance::points_inside_bounds::<_, f32>(&$make, $arith);
         }
     };
 }

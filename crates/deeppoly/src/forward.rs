@@ -50,6 +50,8 @@ pub(crate) enum Step<Buf> {
         m_hi: Buf,
         c_lo: Buf,
         c_hi: Buf,
+        /// `≥ |s|`, for the point arithmetic.
+        sum_abs: Buf,
     },
 }
 
@@ -67,6 +69,22 @@ type NodeResult<T, Buf> = (Bounds<T, Buf>, Step<Buf>);
 pub(crate) struct RunState<T, Buf> {
     pub bounds: Vec<Bounds<T, Buf>>,
     pub steps: Vec<Step<Buf>>,
+    /// Point arithmetic, per node: `r ≥ |x|` on the device and `‖r‖₁`.
+    pub abs: Vec<Option<(Buf, f64)>>,
+    /// Point arithmetic, per affine node: `|W|·r` over its input.
+    pub wabs: Vec<Option<Buf>>,
+}
+
+impl<T, Buf> RunState<T, Buf> {
+    /// Drops the magnitudes derived from the bounds of nodes `from..`.
+    pub fn invalidate_from(&mut self, from: NodeId) {
+        for i in from..self.abs.len() {
+            self.abs[i] = None;
+            if i > from {
+                self.wabs[i] = None;
+            }
+        }
+    }
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
@@ -74,7 +92,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn forward_pass(&self, input: &InputBox) -> Result<RunState<T, B::Buf>, AnalysisError> {
         let lo: Vec<T> = input.lo.iter().map(|&v| fp::from_f64_down(v)).collect();
         let hi: Vec<T> = input.hi.iter().map(|&v| fp::from_f64_up(v)).collect();
-        let mut st = RunState { bounds: Vec::new(), steps: Vec::new() };
+        let n = self.net.nodes().len();
+        let mut st = RunState {
+            bounds: Vec::new(),
+            steps: Vec::new(),
+            abs: (0..n).map(|_| None).collect(),
+            wabs: (0..n).map(|_| None).collect(),
+        };
         st.bounds.push(Bounds { lo, hi, dev: None });
         st.steps.push(Step::None);
         for id in 1..self.net.nodes().len() {
@@ -87,6 +111,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// Recomputes nodes after `from`, intersecting with their old bounds.
     pub(crate) fn forward_from(&self, st: &mut RunState<T, B::Buf>, from: NodeId) -> Result<(), AnalysisError> {
+        st.invalidate_from(from);
         for id in from + 1..self.net.nodes().len() {
             let (mut b, s) = self.forward_node(st, id)?;
             let old = &st.bounds[id];
@@ -116,6 +141,52 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(b.dev.as_ref().expect("uploaded"))
     }
 
+    /// `r = max(|lo|, |hi|)` of a node on the device, and `‖r‖₁` rounded up.
+    pub(crate) fn abs_dev<'s>(
+        &self,
+        st: &'s mut RunState<T, B::Buf>,
+        id: NodeId,
+    ) -> Result<&'s (B::Buf, f64), AnalysisError> {
+        if st.abs[id].is_none() {
+            let b = &st.bounds[id];
+            let r: Vec<T> = b.lo.iter().zip(&b.hi).map(|(l, h)| l.abs().max(h.abs())).collect();
+            let l1 = r.iter().fold(0.0, |s, v| fp::add_up(s, v.to_f64_exact()));
+            st.abs[id] = Some((self.backend.upload(&r)?, l1));
+        }
+        Ok(st.abs[id].as_ref().expect("computed"))
+    }
+
+    /// Computes `|W|·r` over the input of affine node `k` (cached in
+    /// `st.wabs[k]`) and returns `‖r‖₁`.
+    pub(crate) fn wabs_dev(&self, st: &mut RunState<T, B::Buf>, k: NodeId) -> Result<f64, AnalysisError> {
+        let node = self.net.node(k);
+        let x = node.inputs[0];
+        let in_shape = self.net.node(x).shape;
+        let r1 = self.abs_dev(st, x)?.1;
+        if st.wabs[k].is_some() {
+            return Ok(r1);
+        }
+        let r = &st.abs[x].as_ref().expect("computed").0;
+        let be = self.backend;
+        // The forward pass of |W| over the point box [r, r] with a zero
+        // bias, in exact arithmetic: its upper end bounds |W|·r.
+        let exact = polycert_interval::FloatModel::EXACT;
+        let f = match (&node.op, &self.params[k]) {
+            (Op::Dense { .. }, Params::Affine { abs: Some((wa, z)), .. }) => {
+                be.forward_dense(wa, z, in_shape.numel(), (r, r), exact)?
+            }
+            (Op::Conv2d(c), Params::Affine { abs: Some((wa, z)), .. }) => {
+                be.forward_conv(c, wa, z, in_shape, (r, r), exact)?
+            }
+            (Op::AvgPool2d(_), Params::AvgPool { conv, w, b }) => {
+                be.forward_conv(conv, w, b, in_shape, (r, r), exact)?
+            }
+            _ => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
+        };
+        st.wabs[k] = Some(f.hi);
+        Ok(r1)
+    }
+
     fn relu_step(&self, x: &Bounds<T, B::Buf>) -> Result<Step<B::Buf>, AnalysisError> {
         let n = x.lo.len();
         let (mut a, mut b, mut c) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
@@ -136,7 +207,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let x0 = node.inputs[0];
         let host = |lo: Vec<T>, hi: Vec<T>| Bounds { lo, hi, dev: None };
         Ok(match (&node.op, &self.params[id]) {
-            (Op::Dense { .. } | Op::Conv2d(_), Params::Affine { w, b }) => {
+            (Op::Dense { .. } | Op::Conv2d(_), Params::Affine { w, b, .. }) => {
                 let in_shape = self.net.node(x0).shape;
                 let (xl, xh) = self.bounds_dev(st, x0)?;
                 let f = match &node.op {
@@ -192,7 +263,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     el[i] = -eh[i];
                 }
                 let (ml, mh) = (vec![fp::from_f64_down::<T>(inv.lo()); n], vec![fp::from_f64_up::<T>(inv.hi()); n]);
+                let sabs: Vec<T> = slo.iter().zip(&shi).map(|(l, h)| l.abs().max(h.abs())).collect();
                 let step = Step::AvgPool {
+                    sum_abs: be.upload(&sabs)?,
                     sum_lo: f.bias_lo,
                     sum_hi: f.bias_hi,
                     m_lo: be.upload(&ml)?,

@@ -113,9 +113,9 @@ impl Geom {
         Some(Geom { shape: self.shape, win, offsets })
     }
 
-    /// Bytes one row takes as an interval matrix of `elem` bytes per value.
+    /// Bytes one row takes with `elem` bytes per coefficient (all planes).
     pub fn row_bytes(&self, elem: usize) -> usize {
-        2 * elem * self.cols()
+        elem * self.cols()
     }
 }
 

@@ -16,10 +16,13 @@ pub mod ir;
 mod passes;
 pub mod property;
 pub mod relax;
+mod rows;
 pub mod testnets;
 
 pub use analysis::{AnalysisError, Analyzer, Options};
-pub use backend::{AffineForward, BResult, Backend, BackendError, ConvParams, PoolParams, ReluParams};
+pub use backend::{
+    AffineForward, Arith, BResult, Backend, BackendError, ConvParams, Magnitudes, PoolParams, ReluParams,
+};
 pub use geom::Geom;
 pub use ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};
 pub use polycert_interval::FloatModel;

@@ -1,0 +1,214 @@
+//! Point-coefficient row operations: the ReLU, diagonal and MaxPool steps,
+//! concretization and the residual merge. Each rounding of a coefficient
+//! is bounded (`err ≥ |exact − stored|`) and paid as `err·r` in the constant.
+
+use crate::rowops::for_each_placed;
+use crate::util::{CpuPMat, for_each_in_window, lower_of, min_product, mul_outward, upper_of};
+use polycert_deeppoly::Geom;
+use polycert_interval::{Fp, fp};
+use rayon::prelude::*;
+
+fn rows_mut<T: Fp>(m: &mut CpuPMat<T>) -> impl IndexedParallelIterator<Item = (usize, &mut [T])> {
+    let c = m.cols.max(1);
+    m.a.par_chunks_mut(c).enumerate()
+}
+
+/// `g = fl(a·b)` and a bound on `|a·b − g|` for every `b ∈ [b_lo, b_hi]`.
+#[inline]
+fn product<T: Fp>(a: T, b_lo: T, b_hi: T) -> (T, f64) {
+    if b_lo == b_hi && (b_lo == T::zero() || b_lo == T::one()) {
+        return (a * b_lo, 0.0); // exact
+    }
+    let g = a * b_lo;
+    if !g.is_finite() {
+        return (g, f64::INFINITY);
+    }
+    let gf = g.to_f64_exact();
+    let (d1, u1) = mul_outward(a, b_lo);
+    let mut err = fp::sub_up(u1.to_f64_exact(), gf).max(fp::sub_up(gf, d1.to_f64_exact()));
+    if b_hi != b_lo {
+        let (d2, u2) = mul_outward(a, b_hi);
+        err = err.max(fp::sub_up(u2.to_f64_exact(), gf)).max(fp::sub_up(gf, d2.to_f64_exact()));
+    }
+    (g, err)
+}
+
+/// Constant per row: `lower(Σ s) − upper(Σ err·r)`; NaN becomes −∞.
+#[inline]
+fn constant(n: usize, s: f64, mag: f64, ne: usize, e: f64) -> f64 {
+    let c = fp::sub_down(lower_of(n, s, mag), upper_of(ne, e));
+    if c.is_nan() { f64::NEG_INFINITY } else { c }
+}
+
+/// The point ReLU step.
+pub fn point_relu<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T], r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+    let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
+    let cols = a.cols;
+    let cst = rows_mut(&mut out)
+        .map(|(row, o)| {
+            let ar = &a.a[row * cols..(row + 1) * cols];
+            let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
+            for_each_in_window(g, row, |j, i| {
+                let aj = ar[j];
+                if aj == T::zero() {
+                    return;
+                }
+                let l = if aj > T::zero() { lam.0[i] } else { lam.1[i] };
+                let (gj, err) = product(aj, l, l);
+                o[j] = gj;
+                if err > 0.0 {
+                    e += err * r[i].to_f64_exact();
+                    ne += 1;
+                }
+                if aj < T::zero() && mu_up[i] != T::zero() {
+                    let p = aj.to_f64_exact() * mu_up[i].to_f64_exact();
+                    s += p;
+                    m += p.abs();
+                    n += 1;
+                }
+            });
+            constant(n, s, m, ne, e)
+        })
+        .collect();
+    (out, cst)
+}
+
+/// The point diagonal step through `y = x·[m_lo, m_hi] + [c_lo, c_hi]`.
+pub fn point_diag<T: Fp>(
+    a: &CpuPMat<T>,
+    g: &Geom,
+    mm: (&[T], &[T]),
+    c: (&[T], &[T]),
+    r: &[T],
+) -> (CpuPMat<T>, Vec<f64>) {
+    let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
+    let cols = a.cols;
+    let cst = rows_mut(&mut out)
+        .map(|(row, o)| {
+            let ar = &a.a[row * cols..(row + 1) * cols];
+            let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
+            for_each_in_window(g, row, |j, i| {
+                let aj = ar[j];
+                if aj == T::zero() {
+                    return;
+                }
+                let (gj, err) = product(aj, mm.0[i], mm.1[i]);
+                o[j] = gj;
+                if err > 0.0 {
+                    e += err * r[i].to_f64_exact();
+                    ne += 1;
+                }
+                let af = aj.to_f64_exact();
+                let (p, q) = min_product(af, af, c.0[i].to_f64_exact(), c.1[i].to_f64_exact());
+                s += p;
+                m += q;
+                n += 1;
+            });
+            constant(n, s, m, ne, e)
+        })
+        .collect();
+    (out, cst)
+}
+
+/// The point MaxPool step: from `a` over the pool output (`g`) to its
+/// input (`out`).
+pub fn point_maxpool<T: Fp>(
+    a: &CpuPMat<T>,
+    g: &Geom,
+    sel: (&[T], &[T]),
+    up: &[T],
+    out: &Geom,
+    r: &[T],
+) -> (CpuPMat<T>, Vec<f64>) {
+    let (cols, oc, si) = (a.cols, out.cols(), out.shape);
+    let (oh, ow) = out.win;
+    let mut res = CpuPMat { rows: a.rows, cols: oc, a: vec![T::zero(); a.rows * oc] };
+    let cst = rows_mut(&mut res)
+        .map(|(row, o)| {
+            let ar = &a.a[row * cols..(row + 1) * cols];
+            let (qy, qx) = out.offsets[row];
+            let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
+            for_each_in_window(g, row, |j, i| {
+                let aj = ar[j];
+                if aj == T::zero() {
+                    return;
+                }
+                let target = if aj > T::zero() { sel.0[i] } else { sel.1[i] };
+                if target < T::zero() {
+                    let p = aj.to_f64_exact() * up[i].to_f64_exact();
+                    s += p;
+                    m += p.abs();
+                    n += 1;
+                    return;
+                }
+                let t = target.to_f64_exact() as usize;
+                let (c, hw) = (t / (si.h * si.w), t % (si.h * si.w));
+                let (ty, tx) = ((hw / si.w) as i32 - qy, (hw % si.w) as i32 - qx);
+                debug_assert!(ty >= 0 && tx >= 0 && (ty as usize) < oh && (tx as usize) < ow);
+                let k = (c * oh + ty as usize) * ow + tx as usize;
+                let (d, u) = (fp::add_down(o[k], aj), fp::add_up(o[k], aj));
+                o[k] = o[k] + aj;
+                if d != u {
+                    e += (u.to_f64_exact() - d.to_f64_exact()) * r[t].to_f64_exact();
+                    ne += 1;
+                }
+            });
+            constant(n, s, m, ne, e)
+        })
+        .collect();
+    (res, cst)
+}
+
+/// `dst += src`; per row `−Σ|e_t|·r`, the rounding of the sums.
+pub fn point_add_into<T: Fp>(dst: &mut CpuPMat<T>, dg: &Geom, src: &CpuPMat<T>, sg: &Geom, r: &[T]) -> Vec<f64> {
+    let sc = src.cols;
+    rows_mut(dst)
+        .map(|(row, o)| {
+            let sr = &src.a[row * sc..(row + 1) * sc];
+            let (mut e, mut ne) = (0.0, 0usize);
+            for_each_placed(dg, sg, row, |j, t, i| {
+                if sr[j] == T::zero() {
+                    return;
+                }
+                let (d, u) = (fp::add_down(o[t], sr[j]), fp::add_up(o[t], sr[j]));
+                o[t] = o[t] + sr[j];
+                if d != u {
+                    e += (u.to_f64_exact() - d.to_f64_exact()) * r[i].to_f64_exact();
+                    ne += 1;
+                }
+            });
+            constant(0, 0.0, 0.0, ne, e)
+        })
+        .collect()
+}
+
+/// Lower bound of `Σ g_j·x_j` per row over `x ∈ [lo, hi]`: one product per
+/// coefficient, the end of `x` chosen by the sign of `g_j`.
+pub fn point_concretize<T: Fp>(a: &CpuPMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64> {
+    let cols = a.cols;
+    let full = g.is_full();
+    (0..a.rows)
+        .into_par_iter()
+        .map(|r| {
+            let ar = &a.a[r * cols..(r + 1) * cols];
+            let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
+            let mut term = |j: usize, i: usize| {
+                let aj = ar[j];
+                if aj == T::zero() {
+                    return;
+                }
+                let x = if aj > T::zero() { lo[i] } else { hi[i] };
+                let p = aj.to_f64_exact() * x.to_f64_exact();
+                s += p;
+                m += p.abs();
+                n += 1;
+            };
+            if full {
+                (0..cols).for_each(|j| term(j, j));
+            } else {
+                for_each_in_window(g, r, term);
+            }
+            constant(n, s, m, 0, 0.0)
+        })
+        .collect()
+}
