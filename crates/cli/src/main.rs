@@ -54,6 +54,9 @@ pub struct AnalysisArgs {
     /// PGD steps to look for a counterexample when a property is not proved (0: none).
     #[arg(long, default_value_t = 20)]
     attack_steps: usize,
+    /// Attack every disjunct before the analysis instead of the weakest ones after it.
+    #[arg(long)]
+    attack_first: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -83,6 +86,7 @@ impl AnalysisArgs {
             },
             refine: !self.no_refine,
             attack_steps: self.attack_steps,
+            attack_first: self.attack_first,
             timeout: timeout.map(Duration::from_secs_f64),
             ..Options::default()
         }

@@ -26,6 +26,9 @@ pub struct Options {
     pub timeout: Option<Duration>,
     /// PGD steps tried when the analysis cannot prove a sub-problem (0: none).
     pub attack_steps: usize,
+    /// Attack every disjunct before the analysis (as VNN-COMP tools do)
+    /// instead of the weakest ones after it.
+    pub attack_first: bool,
 }
 
 impl Default for Options {
@@ -39,6 +42,7 @@ impl Default for Options {
             memory_budget: None,
             timeout: None,
             attack_steps: 20,
+            attack_first: false,
         }
     }
 }
@@ -178,6 +182,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 verdict = Verdict::Falsified(cex);
                 break;
             }
+            if self.opts.attack_first && self.opts.attack_steps > 0 {
+                let all: Vec<usize> = (0..sp.unsafe_region.len()).collect();
+                if let Some(cex) = crate::attack::pgd(self.net, sp, &all, self.opts.attack_steps, deadline) {
+                    verdict = Verdict::Falsified(cex);
+                    break;
+                }
+            }
             let r = match self.analyze_subproblem(sp, deadline) {
                 Err(AnalysisError::Timeout) => {
                     verdict = Verdict::Timeout;
@@ -189,6 +200,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if !proved {
                 let order = crate::attack::weakest_disjuncts(sp, &lbs, 3);
                 verdict = match self.opts.attack_steps {
+                    // Already attacked (every disjunct) before the analysis.
+                    _ if self.opts.attack_first => Verdict::Unknown,
                     0 => Verdict::Unknown,
                     n => crate::attack::pgd(self.net, sp, &order, n, deadline)
                         .map_or(Verdict::Unknown, Verdict::Falsified),

@@ -4,6 +4,7 @@
 use crate::eval::{eval, eval_all};
 use crate::ir::{Network, Op};
 use crate::property::{Counterexample, SubProblem};
+use rayon::prelude::*;
 
 /// Whether float32 inference at `x` lands in the unsafe region (checked
 /// with an exact enclosure of `c·y`, so rounding cannot fake a hit).
@@ -19,9 +20,9 @@ pub fn check_f32(net: &Network, sp: &SubProblem, x: &[f32]) -> Option<Counterexa
     hit.then(|| Counterexample { input: x.to_vec(), output: y, checked_with: "float32, sequential sums".into() })
 }
 
-/// Gradient of `Σ g_out·y` with respect to the input, at `x`.
-fn input_gradient(net: &Network, x: &[f64], g_out: &[f64]) -> Vec<f64> {
-    let vals = eval_all::<f64>(net, x);
+/// Gradient of `Σ g_out·y` with respect to the input, given every node's
+/// values `vals` at the point.
+fn input_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Vec<f64> {
     let mut grads: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
     let last = net.output();
     grads[last].copy_from_slice(g_out);
@@ -141,35 +142,38 @@ pub fn pgd(
             })
             .collect()
     };
-    for conj in disjuncts.iter().filter_map(|&i| sp.unsafe_region.get(i)) {
+    // Each disjunct's run is deterministic and independent: run them in
+    // parallel and report the first hit in the given order.
+    let run = |conj: &Vec<crate::property::Halfspace>| -> Option<Counterexample> {
         let mut x = sp.input.centre();
         for step in 0..steps {
             if late() {
                 return None;
             }
-            let y = eval::<f64>(net, &x);
+            let vals = eval_all::<f64>(net, &x);
+            let y = &vals[net.output()];
             let (k, v) = conj
                 .iter()
                 .enumerate()
-                .map(|(k, h)| (k, h.c.iter().zip(&y).map(|(c, y)| c * y).sum::<f64>() - h.d))
+                .map(|(k, h)| (k, h.c.iter().zip(y).map(|(c, y)| c * y).sum::<f64>() - h.d))
                 .max_by(|a, b| a.1.total_cmp(&b.1))?;
             if v <= 0.0
                 && let Some(cex) = check_f32(net, sp, &to_f32(&x))
             {
                 return Some(cex);
             }
-            let g = input_gradient(net, &x, &conj[k].c);
+            let g = input_gradient(net, &vals, &conj[k].c);
             let alpha = 2.5 / steps as f64 * (1.0 - step as f64 / steps as f64 * 0.5);
             for i in 0..x.len() {
                 x[i] -= alpha * (hi[i] - lo[i]) * g[i].signum();
             }
             project(&mut x);
         }
-        if let Some(cex) = check_f32(net, sp, &to_f32(&x)) {
-            return Some(cex);
-        }
-    }
-    None
+        check_f32(net, sp, &to_f32(&x))
+    };
+    let conjs: Vec<_> = disjuncts.iter().filter_map(|&i| sp.unsafe_region.get(i)).collect();
+    let hits: Vec<Option<Counterexample>> = conjs.par_iter().map(|c| run(c)).collect();
+    hits.into_iter().flatten().next()
 }
 
 #[cfg(test)]

@@ -110,11 +110,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut orig: Vec<u32> = (0..n as u32).collect();
         let mut pending: Pending<Geom, A::M> = BTreeMap::new();
         pending.insert(start, (geom, m));
+        // A check right after a ReLU step is dominated by the one before it
+        // (bounds over ReLU outputs are at least as tight as the relaxation's).
+        let mut after_relu = false;
         loop {
             Self::check_deadline(deadline)?;
             let top = *pending.keys().next_back().expect("pending is never empty");
             let last = top == 0;
-            if last || self.opts.early_termination {
+            if last || (self.opts.early_termination && !after_relu) {
                 // Concretize every pending part over its node's bounds.
                 let mut lb = cst.clone();
                 for (&node, (g, mat)) in &pending {
@@ -151,6 +154,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
             let (g, mat) = pending.remove(&top).expect("top exists");
+            after_relu = matches!(self.net.node(top).op, Op::Relu);
             let (parts, delta) = self.step::<A>(st, top, &g, mat)?;
             let mut delta = delta;
             for (node, g2, m2) in parts {

@@ -105,6 +105,34 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arit
     assert!(verified >= 2, "too few verified ({verified}) for the test to mean anything");
 }
 
+/// Attacking before the analysis finds every counterexample the default
+/// order finds, and never one for a property the analysis verifies.
+pub fn attack_first_consistent<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
+    let mut rng = SplitMix(23);
+    let (mut verified, mut falsified) = (0, 0);
+    for k in 0..16 {
+        let net = match k % 2 {
+            0 => random_mlp(&mut rng, &[6, 16, 16, 4]),
+            _ => random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3),
+        };
+        let n_in = net.input_shape().numel();
+        let input = random_box(&mut rng, n_in, 0.01 * (1 + k % 4) as f64);
+        let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
+            .expect("prop");
+        let after = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare").analyze(&prop).expect("run");
+        let first = Analyzer::<B, T>::new(&net, be, Options { attack_first: true, ..opts(arith) })
+            .expect("prepare")
+            .analyze(&prop)
+            .expect("run");
+        let fals = |v: &Verdict| matches!(v, Verdict::Falsified(_));
+        assert!(!(after.verdict == Verdict::Verified && fals(&first.verdict)), "net {k}: verified and falsified");
+        assert!(!fals(&after.verdict) || fals(&first.verdict), "net {k}: attack-first missed a counterexample");
+        verified += (after.verdict == Verdict::Verified) as usize;
+        falsified += fals(&first.verdict) as usize;
+    }
+    assert!(verified >= 1 && falsified >= 1, "weak test: {verified} verified, {falsified} falsified");
+}
+
 /// Concrete inference at random points and corners stays inside every
 /// node's certified bounds, in f64 and in float32.
 pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
@@ -219,6 +247,10 @@ macro_rules! backend_conformance_suite {
         #[test]
         fn overflow_gives_no_bounds_f64() {
             $crate::conformance::overflow_gives_no_bounds::<_, f64>(&$make, $arith);
+        }
+        #[test]
+        fn attack_first_consistent_f64() {
+            $crate::conformance::attack_first_consistent::<_, f64>(&$make, $arith);
         }
         #[test]
         fn points_inside_bounds_f64() {
