@@ -16,20 +16,27 @@ fn rows_mut<T: Fp>(m: &mut CpuPMat<T>) -> impl IndexedParallelIterator<Item = (u
 /// `g = fl(a·b)` and a bound on `|a·b − g|` for every `b ∈ [b_lo, b_hi]`.
 #[inline]
 fn product<T: Fp>(a: T, b_lo: T, b_hi: T) -> (T, f64) {
-    if b_lo == b_hi && (b_lo == T::zero() || b_lo == T::one()) {
-        return (a * b_lo, 0.0); // exact
-    }
     let g = a * b_lo;
     if !g.is_finite() {
         return (g, f64::INFINITY);
     }
+    if b_lo == b_hi {
+        if b_lo == T::zero() || b_lo == T::one() {
+            return (g, 0.0); // exact
+        }
+        // Round-to-nearest: |ab − g| ≤ u·|g| + η/2. In f64, 2u·|g| is an exact
+        // power-of-two scaling (or underflows by at most η/2) and the sum
+        // rounds to at least its larger term.
+        let u2 = 2.0 * T::UNIT_ROUNDOFF;
+        return (g, u2 * g.to_f64_exact().abs() + 4.0 * T::MIN_SUBNORMAL.to_f64_exact());
+    }
     let gf = g.to_f64_exact();
     let (d1, u1) = mul_outward(a, b_lo);
-    let mut err = fp::sub_up(u1.to_f64_exact(), gf).max(fp::sub_up(gf, d1.to_f64_exact()));
-    if b_hi != b_lo {
-        let (d2, u2) = mul_outward(a, b_hi);
-        err = err.max(fp::sub_up(u2.to_f64_exact(), gf)).max(fp::sub_up(gf, d2.to_f64_exact()));
-    }
+    let (d2, u2) = mul_outward(a, b_hi);
+    let err = [fp::sub_up(u1.to_f64_exact(), gf), fp::sub_up(gf, d1.to_f64_exact())]
+        .into_iter()
+        .chain([fp::sub_up(u2.to_f64_exact(), gf), fp::sub_up(gf, d2.to_f64_exact())])
+        .fold(0.0, f64::max);
     (g, err)
 }
 

@@ -41,6 +41,11 @@ pub fn for_each_in_window(g: &Geom, r: usize, mut f: impl FnMut(usize, usize)) {
     let s = g.shape;
     let (wh, ww) = g.win;
     let (oy, ox) = g.offsets[r];
+    if (oy, ox) == (0, 0) && (wh, ww) == (s.h, s.w) {
+        // A full row: columns are neurons.
+        (0..s.c * wh * ww).for_each(|j| f(j, j));
+        return;
+    }
     let (y0, y1) = valid(oy, wh, s.h);
     let (x0, x1) = valid(ox, ww, s.w);
     for c in 0..s.c {
