@@ -1,7 +1,7 @@
 //! Row-wise operations: the ReLU and diagonal steps, concretization,
 //! compaction and the residual merge.
 
-use crate::util::{CpuMat, compact_plane, for_each_in_window, lower_of, min_product, mul_outward, slice_plane};
+use crate::util::{CpuMat, compact_plane, for_each_in_window, lower_of, min_product, mul_outward, slice_plane, valid};
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, Interval, fp};
 use rayon::prelude::*;
@@ -122,16 +122,27 @@ pub fn add_into<T: Fp>(dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geo
 /// Calls `f(src_col, dst_col, neuron)` for every in-range position of row
 /// `r` of a source window `sg` placed in a destination window `dg`.
 pub fn for_each_placed(dg: &Geom, sg: &Geom, r: usize, mut f: impl FnMut(usize, usize, usize)) {
-    let ((dh, dw), shape) = (dg.win, dg.shape);
-    let (oy, ox) = dg.offsets[r];
-    let (swh, sww) = sg.win;
-    for_each_in_window(sg, r, |j, i| {
-        let c = j / (swh * sww);
-        let hw = i % (shape.h * shape.w);
-        let (ty, tx) = ((hw / shape.w) as i32 - oy, (hw % shape.w) as i32 - ox);
-        assert!(ty >= 0 && tx >= 0 && (ty as usize) < dh && (tx as usize) < dw, "add_into: source outside window");
-        f(j, (c * dh + ty as usize) * dw + tx as usize, i);
-    });
+    let s = sg.shape;
+    let ((swh, sww), (dh, dw)) = (sg.win, dg.win);
+    let ((oy, ox), (dy, dx)) = (sg.offsets[r], dg.offsets[r]);
+    let (y0, y1) = valid(oy, swh, s.h);
+    let (x0, x1) = valid(ox, sww, s.w);
+    if y0 >= y1 || x0 >= x1 {
+        return;
+    }
+    let inside = |o: i32, d: i32, a: usize, b: usize, n: usize| o + a as i32 - d >= 0 && o + b as i32 - d <= n as i32;
+    assert!(inside(oy, dy, y0, y1, dh) && inside(ox, dx, x0, x1, dw), "add_into: source outside window");
+    for c in 0..s.c {
+        for wy in y0..y1 {
+            let gy = (oy + wy as i32) as usize;
+            let ty = (oy + wy as i32 - dy) as usize;
+            let (src, dst, nrn) = ((c * swh + wy) * sww, (c * dh + ty) * dw, (c * s.h + gy) * s.w);
+            for wx in x0..x1 {
+                let gx = (ox + wx as i32) as usize;
+                f(src + wx, dst + (ox + wx as i32 - dx) as usize, nrn + gx);
+            }
+        }
+    }
 }
 
 /// Columns `[start, start+len)` of every row.
