@@ -34,7 +34,7 @@ fn stem(path: &str) -> String {
     name.trim_end_matches(".onnx").to_string()
 }
 
-fn check(set: &str, arith: Arith, skip: &[&str]) {
+fn check<T: polycert_interval::Fp>(set: &str, arith: Arith, skip: &[&str]) {
     let Some(dir) = bench_dir() else {
         eprintln!("skipping: no shared benchmarks (set POLYCERT_BENCH)");
         return;
@@ -62,22 +62,35 @@ fn check(set: &str, arith: Arith, skip: &[&str]) {
         let prop_name = f[1].rsplit('/').next().unwrap_or(f[1]).to_string();
         let want = refs[&(stem(f[0]), prop_name)];
         let got = out.verdict == Verdict::Verified;
-        assert_eq!(got, want, "{line}: {arith:?} verified={got}, GPUPoly verified={want}");
+        assert_eq!(got, want, "{line}: {arith:?} {} verified={got}, GPUPoly verified={want}", T::NAME);
         println!("{line}: {} in {:.3}s", out.verdict.name(), out.seconds);
         checked += 1;
         verified += got as usize;
     }
-    println!("{set} ({arith:?}): {checked} instances, {verified} verified, as GPUPoly");
+    println!("{set} ({arith:?}, {}): {checked} instances, {verified} verified, as GPUPoly", T::NAME);
     assert!(checked > 0);
+}
+
+fn resnets() -> &'static [&'static str] {
+    if std::env::var_os("POLYCERT_BENCH_ALL").is_some() { &[] } else { &["resnet_4b"] }
 }
 
 #[test]
 fn mnist_fc_point_verdicts_equal_gpupoly() {
-    check("mnist_fc", Arith::Point, &[]);
+    check::<f64>("mnist_fc", Arith::Point, &[]);
 }
 
 #[test]
 fn cifar10_resnet_point_verdicts_equal_gpupoly() {
-    let all = std::env::var_os("POLYCERT_BENCH_ALL").is_some();
-    check("cifar10_resnet", Arith::Point, if all { &[] } else { &["resnet_4b"] });
+    check::<f64>("cifar10_resnet", Arith::Point, resnets());
+}
+
+#[test]
+fn mnist_fc_point_f32_verdicts_equal_gpupoly() {
+    check::<f32>("mnist_fc", Arith::Point, &[]);
+}
+
+#[test]
+fn cifar10_resnet_point_f32_verdicts_equal_gpupoly() {
+    check::<f32>("cifar10_resnet", Arith::Point, resnets());
 }
