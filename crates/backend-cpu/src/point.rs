@@ -47,8 +47,14 @@ fn constant(n: usize, s: f64, mag: f64, ne: usize, e: f64) -> f64 {
     if c.is_nan() { f64::NEG_INFINITY } else { c }
 }
 
-/// The point ReLU step.
-pub fn point_relu<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T], r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+/// A diagonal step: `f(a_j, neuron)` gives the new coefficient, its rounding
+/// bound and a constant term; the constant pays `Σ err_j·r_j`.
+fn diag_rows<T: Fp>(
+    a: &CpuPMat<T>,
+    g: &Geom,
+    r: &[T],
+    f: impl Fn(T, usize) -> (T, f64, f64) + Sync,
+) -> (CpuPMat<T>, Vec<f64>) {
     let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
     let cols = a.cols;
     let cst = rows_mut(&mut out)
@@ -56,19 +62,16 @@ pub fn point_relu<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T
             let ar = &a.a[row * cols..(row + 1) * cols];
             let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
             for_each_in_window(g, row, |j, i| {
-                let aj = ar[j];
-                if aj == T::zero() {
+                if ar[j] == T::zero() {
                     return;
                 }
-                let l = if aj > T::zero() { lam.0[i] } else { lam.1[i] };
-                let (gj, err) = product(aj, l, l);
+                let (gj, err, p) = f(ar[j], i);
                 o[j] = gj;
                 if err > 0.0 {
                     e += err * r[i].to_f64_exact();
                     ne += 1;
                 }
-                if aj < T::zero() && mu_up[i] != T::zero() {
-                    let p = aj.to_f64_exact() * mu_up[i].to_f64_exact();
+                if p != 0.0 {
                     s += p;
                     m += p.abs();
                     n += 1;
@@ -80,41 +83,23 @@ pub fn point_relu<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T
     (out, cst)
 }
 
+/// The point ReLU step.
+pub fn point_relu<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T], r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+    diag_rows(a, g, r, |aj, i| {
+        let l = if aj > T::zero() { lam.0[i] } else { lam.1[i] };
+        let (gj, err) = product(aj, l, l);
+        let p = if aj < T::zero() { aj.to_f64_exact() * mu_up[i].to_f64_exact() } else { 0.0 };
+        (gj, err, p)
+    })
+}
+
 /// The point diagonal step through `y = x·[m_lo, m_hi] + [c_lo, c_hi]`.
-pub fn point_diag<T: Fp>(
-    a: &CpuPMat<T>,
-    g: &Geom,
-    mm: (&[T], &[T]),
-    c: (&[T], &[T]),
-    r: &[T],
-) -> (CpuPMat<T>, Vec<f64>) {
-    let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
-    let cols = a.cols;
-    let cst = rows_mut(&mut out)
-        .map(|(row, o)| {
-            let ar = &a.a[row * cols..(row + 1) * cols];
-            let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
-            for_each_in_window(g, row, |j, i| {
-                let aj = ar[j];
-                if aj == T::zero() {
-                    return;
-                }
-                let (gj, err) = product(aj, mm.0[i], mm.1[i]);
-                o[j] = gj;
-                if err > 0.0 {
-                    e += err * r[i].to_f64_exact();
-                    ne += 1;
-                }
-                let af = aj.to_f64_exact();
-                let (p, q) = min_product(af, af, c.0[i].to_f64_exact(), c.1[i].to_f64_exact());
-                s += p;
-                m += q;
-                n += 1;
-            });
-            constant(n, s, m, ne, e)
-        })
-        .collect();
-    (out, cst)
+pub fn point_diag<T: Fp>(a: &CpuPMat<T>, g: &Geom, mm: (&[T], &[T]), c: (&[T], &[T]), r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+    diag_rows(a, g, r, |aj, i| {
+        let (gj, err) = product(aj, mm.0[i], mm.1[i]);
+        let af = aj.to_f64_exact();
+        (gj, err, min_product(af, af, c.0[i].to_f64_exact(), c.1[i].to_f64_exact()).0)
+    })
 }
 
 /// The point MaxPool step: from `a` over the pool output (`g`) to its
