@@ -40,6 +40,15 @@ fn product<T: Fp>(a: T, b_lo: T, b_hi: T) -> (T, f64) {
     (g, err)
 }
 
+/// `s = fl(a + b)` and `|a + b − s|` (TwoSum, exact; ∞ when `s` overflows).
+#[inline(always)]
+fn sum_err<T: Fp>(a: T, b: T) -> (T, f64) {
+    let s = a + b;
+    let bb = s - a;
+    let e = (a - (s - bb)) + (b - bb);
+    if s.is_finite() { (s, e.to_f64_exact().abs()) } else { (s, f64::INFINITY) }
+}
+
 /// Constant per row: `lower(Σ s) − upper(Σ err·r)`; NaN becomes −∞.
 #[inline]
 fn constant(n: usize, s: f64, mag: f64, ne: usize, e: f64) -> f64 {
@@ -138,10 +147,10 @@ pub fn point_maxpool<T: Fp>(
                 let (ty, tx) = ((hw / si.w) as i32 - qy, (hw % si.w) as i32 - qx);
                 debug_assert!(ty >= 0 && tx >= 0 && (ty as usize) < oh && (tx as usize) < ow);
                 let k = (c * oh + ty as usize) * ow + tx as usize;
-                let (d, u) = (fp::add_down(o[k], aj), fp::add_up(o[k], aj));
-                o[k] = o[k] + aj;
-                if d != u {
-                    e += (u.to_f64_exact() - d.to_f64_exact()) * r[t].to_f64_exact();
+                let (sk, err) = sum_err(o[k], aj);
+                o[k] = sk;
+                if err != 0.0 {
+                    e += err * r[t].to_f64_exact();
                     ne += 1;
                 }
             });
@@ -162,10 +171,10 @@ pub fn point_add_into<T: Fp>(dst: &mut CpuPMat<T>, dg: &Geom, src: &CpuPMat<T>, 
                 if sr[j] == T::zero() {
                     return;
                 }
-                let (d, u) = (fp::add_down(o[t], sr[j]), fp::add_up(o[t], sr[j]));
-                o[t] = o[t] + sr[j];
-                if d != u {
-                    e += (u.to_f64_exact() - d.to_f64_exact()) * r[i].to_f64_exact();
+                let (st, err) = sum_err(o[t], sr[j]);
+                o[t] = st;
+                if err != 0.0 {
+                    e += err * r[i].to_f64_exact();
                     ne += 1;
                 }
             });
