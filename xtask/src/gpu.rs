@@ -12,6 +12,8 @@ const GPU_TESTS: &[(&str, &str)] = &[
     ("polycert-backend-cuda", "differential"),
     ("polycert-backend-cuda", "shared_differential"),
     ("polycert-soundness", "backend_kernels"),
+    ("polycert-soundness", "point_kernels"),
+    ("polycert-soundness", "network_enclosure"),
 ];
 
 fn run(cmd: &mut Command) -> Result<String> {

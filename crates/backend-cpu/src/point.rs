@@ -103,7 +103,13 @@ pub fn point_relu<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T
 }
 
 /// The point diagonal step through `y = x·[m_lo, m_hi] + [c_lo, c_hi]`.
-pub fn point_diag<T: Fp>(a: &CpuPMat<T>, g: &Geom, mm: (&[T], &[T]), c: (&[T], &[T]), r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+pub fn point_diag<T: Fp>(
+    a: &CpuPMat<T>,
+    g: &Geom,
+    mm: (&[T], &[T]),
+    c: (&[T], &[T]),
+    r: &[T],
+) -> (CpuPMat<T>, Vec<f64>) {
     diag_rows(a, g, r, |aj, i| {
         let (gj, err) = product(aj, mm.0[i], mm.1[i]);
         let af = aj.to_f64_exact();

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The kernel sources, embedded.
-pub const KERNELS: &str = include_str!("../../../kernels/deeppoly.cu");
+pub const KERNELS: &str =
+    concat!(include_str!("../../../kernels/deeppoly.cu"), include_str!("../../../kernels/point.cu"));
 
 /// Every kernel, instantiated for `f32` and `f64`.
 pub const KERNEL_NAMES: &[&str] = &[
@@ -24,7 +25,19 @@ pub const KERNEL_NAMES: &[&str] = &[
     "slice_cols",
     "forward_dense",
     "forward_conv",
+    "point_affine_const",
+    "point_conv",
+    "point_diag",
+    "point_maxpool",
+    "point_maxpool_const",
+    "point_concretize",
+    "point_add_into",
+    "point_compact",
+    "point_slice_cols",
 ];
+
+/// Kernels with one instantiation (no type suffix).
+pub const PLAIN_KERNELS: &[&str] = &["point_row_sum_neg"];
 
 pub fn driver_err(what: &str, e: DriverError) -> BackendError {
     if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
@@ -51,7 +64,7 @@ fn ptx_for(arch: &'static str) -> Result<Ptx, BackendError> {
         ..Default::default()
     };
     let ptx = compile_ptx_with_opts(KERNELS, opts)
-        .map_err(|e| BackendError::Failure(format!("NVRTC failed to compile kernels/deeppoly.cu: {e:?}")))?;
+        .map_err(|e| BackendError::Failure(format!("NVRTC failed to compile kernels/*.cu: {e:?}")))?;
     map.insert(arch, ptx.clone());
     Ok(ptx)
 }
@@ -105,6 +118,10 @@ impl Device {
                 funcs.insert(name, f);
             }
         }
+        for name in PLAIN_KERNELS {
+            let f = module.load_function(name).map_err(|e| driver_err(name, e))?;
+            funcs.insert(name.to_string(), f);
+        }
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let stream = ctx.default_stream();
         Ok(Self { ctx, stream, name, _module: module, funcs })
@@ -112,6 +129,11 @@ impl Device {
 
     pub fn func(&self, base: &str, suffix: &str) -> &CudaFunction {
         &self.funcs[&format!("{base}_{suffix}")]
+    }
+
+    /// A kernel with a single instantiation.
+    pub fn plain(&self, name: &str) -> &CudaFunction {
+        &self.funcs[name]
     }
 
     /// Free device memory in bytes.

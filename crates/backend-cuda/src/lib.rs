@@ -6,26 +6,60 @@
 //! returns [`BackendError::Unavailable`].
 
 mod device;
+mod point_ops;
 
 pub use device::{Device, KERNELS};
+pub use point_ops::GpuPMat;
 
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, result::CublasError};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use device::driver_err;
 use polycert_deeppoly::{
-    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, FloatModel, Geom, Pool, PoolParams, ReluParams,
-    Shape,
+    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, FloatModel, Geom, Magnitudes, Pool, PoolParams,
+    ReluParams, Shape,
 };
 use polycert_interval::{Fp, fp};
+use std::sync::OnceLock;
 
 /// Float types the kernels are instantiated for.
 pub trait GpuScalar: Fp + DeviceRepr + ValidAsZeroBits + Unpin {
     const SUFFIX: &'static str;
+
+    /// cuBLAS GEMM in this type.
+    ///
+    /// # Safety
+    /// The slices must hold the matrices `cfg` describes.
+    unsafe fn gemm(
+        blas: &CudaBlas,
+        cfg: GemmConfig<Self>,
+        a: &CudaSlice<Self>,
+        b: &CudaSlice<Self>,
+        c: &mut CudaSlice<Self>,
+    ) -> Result<(), CublasError>;
 }
 impl GpuScalar for f32 {
     const SUFFIX: &'static str = "f32";
+    unsafe fn gemm(
+        blas: &CudaBlas,
+        cfg: GemmConfig<f32>,
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+    ) -> Result<(), CublasError> {
+        unsafe { Gemm::<f32>::gemm(blas, cfg, a, b, c) }
+    }
 }
 impl GpuScalar for f64 {
     const SUFFIX: &'static str = "f64";
+    unsafe fn gemm(
+        blas: &CudaBlas,
+        cfg: GemmConfig<f64>,
+        a: &CudaSlice<f64>,
+        b: &CudaSlice<f64>,
+        c: &mut CudaSlice<f64>,
+    ) -> Result<(), CublasError> {
+        unsafe { Gemm::<f64>::gemm(blas, cfg, a, b, c) }
+    }
 }
 
 /// Node shape and window, as the kernels take them.
@@ -96,6 +130,8 @@ pub struct GpuMat<T> {
 pub struct CudaBackend {
     dev: Device,
     budget: Option<usize>,
+    /// cuBLAS handle, created on the first point GEMM.
+    blas: OnceLock<CudaBlas>,
 }
 
 const BLOCK: u32 = 256;
@@ -119,7 +155,16 @@ impl CudaBackend {
     }
 
     pub fn on_device(ordinal: usize) -> BResult<Self> {
-        Ok(Self { dev: Device::open(ordinal)?, budget: None })
+        Ok(Self { dev: Device::open(ordinal)?, budget: None, blas: OnceLock::new() })
+    }
+
+    fn blas(&self) -> BResult<&CudaBlas> {
+        if let Some(b) = self.blas.get() {
+            return Ok(b);
+        }
+        let b = point_ops::new_blas(self)?;
+        let _ = self.blas.set(b);
+        Ok(self.blas.get().expect("set above"))
     }
 
     /// Caps the memory used for expression matrices.
@@ -390,6 +435,100 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
             unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("slice_cols", e))?;
         }
         Ok(out)
+    }
+
+    type PMat = GpuPMat<T>;
+
+    fn pmat_from_host(&self, rows: usize, cols: usize, a: &[T]) -> BResult<GpuPMat<T>> {
+        if a.len() != rows * cols {
+            return Err(BackendError::Failure(format!("{} values for a {rows}x{cols} matrix", a.len())));
+        }
+        Ok(GpuPMat { rows, cols, a: self.htod(a)? })
+    }
+
+    fn pmat_to_host(&self, m: &GpuPMat<T>) -> BResult<Vec<T>> {
+        self.dtoh(&m.a, m.rows * m.cols)
+    }
+
+    fn pmat_zeros(&self, rows: usize, cols: usize) -> BResult<GpuPMat<T>> {
+        self.p_zeros(rows, cols)
+    }
+
+    fn point_dense(
+        &self,
+        a: &GpuPMat<T>,
+        w: &GpuBuf<T>,
+        n_in: usize,
+        b: (&GpuBuf<T>, &GpuBuf<T>),
+        mag: &Magnitudes<'_, GpuBuf<T>>,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        self.p_dense(a, w, n_in, b, mag.wr, mag.r1)
+    }
+
+    fn point_conv(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        p: &ConvParams<'_, Self, T>,
+        out: &Geom,
+        mag: &Magnitudes<'_, GpuBuf<T>>,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        self.p_conv(a, g, p, out, mag.wr, mag.r1)
+    }
+
+    fn point_relu(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        p: &ReluParams<'_, Self, T>,
+        r: &GpuBuf<T>,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        self.p_relu(a, g, p, r)
+    }
+
+    fn point_diag(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        m: (&GpuBuf<T>, &GpuBuf<T>),
+        c: (&GpuBuf<T>, &GpuBuf<T>),
+        r: &GpuBuf<T>,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        self.p_diag(a, g, m, c, r, false)
+    }
+
+    fn point_maxpool(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+        r: &GpuBuf<T>,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        self.p_maxpool(a, g, p, out, r)
+    }
+
+    fn point_concretize(&self, a: &GpuPMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<Vec<f64>> {
+        self.p_concretize(a, g, lo, hi)
+    }
+
+    fn point_compact(&self, a: &GpuPMat<T>, _g: &Geom, keep: &[u32]) -> BResult<GpuPMat<T>> {
+        self.p_compact(a, keep)
+    }
+
+    fn point_add_into(
+        &self,
+        dst: &mut GpuPMat<T>,
+        dg: &Geom,
+        src: &GpuPMat<T>,
+        sg: &Geom,
+        r: &GpuBuf<T>,
+    ) -> BResult<Vec<f64>> {
+        self.p_add_into(dst, dg, src, sg, r)
+    }
+
+    fn point_slice_cols(&self, a: &GpuPMat<T>, start: usize, len: usize) -> BResult<GpuPMat<T>> {
+        self.p_slice_cols(a, start, len)
     }
 
     fn forward_dense(

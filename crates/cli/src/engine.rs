@@ -65,29 +65,102 @@ pub fn run_jobs(
     precision: Precision,
     sink: &mut dyn FnMut(Record) -> Result<()>,
 ) -> Result<()> {
-    match (engine, precision) {
-        (Engine::Cpu(be), Precision::F32) => run_with::<_, f32>(be, net, model_name, jobs, opts, sink),
-        (Engine::Cpu(be), Precision::F64) => run_with::<_, f64>(be, net, model_name, jobs, opts, sink),
-        (Engine::Cuda(be), Precision::F32) => run_with::<_, f32>(be.as_ref(), net, model_name, jobs, opts, sink),
-        (Engine::Cuda(be), Precision::F64) => run_with::<_, f64>(be.as_ref(), net, model_name, jobs, opts, sink),
+    run_jobs_parallel(engine, 1, net, model_name, jobs, opts, precision, sink)
+}
+
+/// [`run_jobs`] with `workers` properties in flight at once, each worker
+/// with its own analyzer; records still reach `sink` in job order.
+#[allow(clippy::too_many_arguments)]
+pub fn run_jobs_parallel(
+    engine: &Engine,
+    workers: usize,
+    net: &Network,
+    model_name: &str,
+    jobs: &[Job],
+    opts: &Options,
+    precision: Precision,
+    sink: &mut dyn FnMut(Record) -> Result<()>,
+) -> Result<()> {
+    let n = workers.clamp(1, jobs.len().max(1));
+    match engine {
+        Engine::Cpu(be) => {
+            let bes = vec![be; n];
+            match precision {
+                Precision::F32 => run_with::<_, f32>(&bes, net, model_name, jobs, opts, sink),
+                Precision::F64 => run_with::<_, f64>(&bes, net, model_name, jobs, opts, sink),
+            }
+        }
+        Engine::Cuda(be) => {
+            // One stream and one cuBLAS handle: properties go one at a time.
+            let bes = vec![be.as_ref(); 1];
+            match precision {
+                Precision::F32 => run_with::<_, f32>(&bes, net, model_name, jobs, opts, sink),
+                Precision::F64 => run_with::<_, f64>(&bes, net, model_name, jobs, opts, sink),
+            }
+        }
+    }
+}
+
+fn record<B: Backend<T>, T: Fp>(analyzer: &Analyzer<B, T>, model_name: &str, job: &Job) -> Record {
+    match analyzer.analyze(&job.property) {
+        Ok(o) => Record::from_outcome(model_name, &job.name, job.property.label, &o),
+        Err(e) => Record::error(model_name, &job.name, e.to_string()),
     }
 }
 
 fn run_with<B: Backend<T>, T: Fp>(
-    be: &B,
+    backends: &[&B],
     net: &Network,
     model_name: &str,
     jobs: &[Job],
     opts: &Options,
     sink: &mut dyn FnMut(Record) -> Result<()>,
 ) -> Result<()> {
-    let analyzer = Analyzer::<B, T>::new(net, be, opts.clone()).map_err(|e| anyhow::anyhow!("{model_name}: {e}"))?;
-    for job in jobs {
-        let rec = match analyzer.analyze(&job.property) {
-            Ok(o) => Record::from_outcome(model_name, &job.name, job.property.label, &o),
-            Err(e) => Record::error(model_name, &job.name, e.to_string()),
-        };
-        sink(rec)?;
+    fn prepare<'a, B: Backend<T>, T: Fp>(
+        net: &'a Network,
+        be: &'a B,
+        opts: &Options,
+        name: &str,
+    ) -> Result<Analyzer<'a, B, T>> {
+        Analyzer::<B, T>::new(net, be, opts.clone()).map_err(|e| anyhow::anyhow!("{name}: {e}"))
     }
-    Ok(())
+    if backends.len() <= 1 {
+        let analyzer = prepare(net, backends[0], opts, model_name)?;
+        for job in jobs {
+            sink(record(&analyzer, model_name, job))?;
+        }
+        return Ok(());
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel::<Result<(usize, Record)>>();
+    std::thread::scope(|s| {
+        for &be in backends {
+            let (tx, next) = (tx.clone(), &next);
+            s.spawn(move || {
+                let analyzer = match prepare(net, be, opts, model_name) {
+                    Ok(a) => a,
+                    Err(e) => return drop(tx.send(Err(e))),
+                };
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= jobs.len() || tx.send(Ok((i, record(&analyzer, model_name, &jobs[i])))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // Emit in job order; an error stops the workers at their next job.
+        let mut done = std::collections::BTreeMap::new();
+        let mut emit = 0;
+        for msg in rx {
+            let (i, rec) = msg?;
+            done.insert(i, rec);
+            while let Some(r) = done.remove(&emit) {
+                sink(r)?;
+                emit += 1;
+            }
+        }
+        Ok(())
+    })
 }

@@ -57,6 +57,9 @@ pub struct AnalysisArgs {
     /// Attack every disjunct before the analysis instead of the weakest ones after it.
     #[arg(long)]
     attack_first: bool,
+    /// Properties analysed at once (`verify` with several properties); results stay in order.
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -196,22 +199,32 @@ fn verify(a: VerifyArgs) -> Result<bool> {
     });
     let mut records = Vec::new();
     let stdout = std::io::stdout();
-    engine::run_jobs(&engine, net, &model_name, &jobs, &opts, a.analysis.precision, &mut |r: Record| {
-        let mut out = stdout.lock();
-        if a.json {
-            r.emit_json(&mut out)?;
-        } else if let Some(b) = &bar {
-            b.suspend(|| writeln!(out, "{}", r.line()))?;
-        } else {
-            writeln!(out, "{}", r.line())?;
-        }
-        if let Some(b) = &bar {
-            b.inc(1);
-            b.set_message(r.result.clone());
-        }
-        records.push(r);
-        Ok(())
-    })?;
+    let workers = a.analysis.jobs;
+    engine::run_jobs_parallel(
+        &engine,
+        workers,
+        net,
+        &model_name,
+        &jobs,
+        &opts,
+        a.analysis.precision,
+        &mut |r: Record| {
+            let mut out = stdout.lock();
+            if a.json {
+                r.emit_json(&mut out)?;
+            } else if let Some(b) = &bar {
+                b.suspend(|| writeln!(out, "{}", r.line()))?;
+            } else {
+                writeln!(out, "{}", r.line())?;
+            }
+            if let Some(b) = &bar {
+                b.inc(1);
+                b.set_message(r.result.clone());
+            }
+            records.push(r);
+            Ok(())
+        },
+    )?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

@@ -5,44 +5,14 @@
 
 #![allow(clippy::needless_range_loop)] // index arithmetic mirrors the kernels
 
+mod common;
+
+use common::kernels::{conv_layer, conv_scatter, planes, prod, q, vals};
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::testnets::SplitMix;
-use polycert_deeppoly::{Backend, Conv2d, ConvParams, FloatModel, Geom, ReluParams, Shape};
+use polycert_deeppoly::{Backend, ConvParams, FloatModel, Geom, ReluParams, Shape};
 use polycert_interval::Fp;
 use rug::Rational;
-
-fn q<T: Fp>(x: T) -> Rational {
-    Rational::from_f64(x.to_f64_exact()).expect("finite")
-}
-
-/// Values with mixed magnitudes, exact in f32; a quarter are zero.
-fn vals<T: Fp>(rng: &mut SplitMix, n: usize) -> Vec<T> {
-    (0..n)
-        .map(|_| match rng.below(8) {
-            0 | 1 => T::zero(),
-            2 => T::from_f64_nearest(rng.weight(1e-3)),
-            3 => T::from_f64_nearest(rng.weight(50.0)),
-            _ => T::from_f64_nearest(rng.weight(1.0)),
-        })
-        .collect()
-}
-
-/// An interval plane pair `lo ≤ hi`.
-fn planes<T: Fp>(rng: &mut SplitMix, n: usize) -> (Vec<T>, Vec<T>) {
-    let a: Vec<T> = vals(rng, n);
-    let w: Vec<T> = vals(rng, n);
-    let lo = a.iter().zip(&w).map(|(&x, &d)| x - d.abs()).collect();
-    let hi = a.iter().zip(&w).map(|(&x, &d)| x + d.abs()).collect();
-    (lo, hi)
-}
-
-/// Exact `[min, max]` of `[al, ah]·[bl, bh]`.
-fn prod(al: &Rational, ah: &Rational, bl: &Rational, bh: &Rational) -> (Rational, Rational) {
-    let p = [al.clone() * bl, al.clone() * bh, ah.clone() * bl, ah.clone() * bh];
-    let mn = p.iter().min().expect("4").clone();
-    let mx = p.iter().max().expect("4").clone();
-    (mn, mx)
-}
 
 fn check_dense<B: Backend<T>, T: Fp>(be: &B, rng: &mut SplitMix) {
     let (rows, n_out, n_in) = (1 + rng.below(70), 1 + rng.below(70), 1 + rng.below(70));
@@ -75,19 +45,7 @@ fn check_dense<B: Backend<T>, T: Fp>(be: &B, rng: &mut SplitMix) {
 }
 
 fn check_conv<B: Backend<T>, T: Fp>(be: &B, rng: &mut SplitMix) {
-    let (ci, co, h) = (1 + rng.below(3), 1 + rng.below(3), 4 + rng.below(5));
-    let (k, s, p) = ([1, 3][rng.below(2)], 1 + rng.below(2), rng.below(2));
-    let conv = Conv2d {
-        weight: vals::<T>(rng, co * ci * k * k).iter().map(|v| v.to_f64_exact()).collect(),
-        bias: vec![0.0; co],
-        c_out: co,
-        kernel: (k, k),
-        stride: (s, s),
-        pad: (p, p, p, p),
-    };
-    let si = Shape::new(ci, h, h);
-    let ho = (h + 2 * p - k) / s + 1;
-    let so = Shape::new(co, ho, ho);
+    let (conv, si, so) = conv_layer(rng, 4..=8, |rng, n| vals::<T>(rng, n).iter().map(|v| v.to_f64_exact()).collect());
     let neurons: Vec<usize> = (0..5).map(|_| rng.below(so.numel())).collect();
     let g = Geom::unit(so, &neurons).through_window(so, (1, 1), (1, 1), (0, 0));
     let out = g.through_conv(&conv, si);
@@ -105,37 +63,18 @@ fn check_conv<B: Backend<T>, T: Fp>(be: &B, rng: &mut SplitMix) {
         let mut lo = vec![Rational::new(); out.cols()];
         let mut hi = vec![Rational::new(); out.cols()];
         let mut c = Rational::new();
-        let (oy, ox) = g.offsets[r];
-        let (qy, qx) = out.offsets[r];
-        for o in 0..co {
-            for wy in 0..g.win.0 {
-                for wx in 0..g.win.1 {
-                    let (gy, gx) = (oy + wy as i32, ox + wx as i32);
-                    if gy < 0 || gx < 0 || gy >= ho as i32 || gx >= ho as i32 {
-                        continue;
-                    }
-                    let i = r * g.cols() + (o * g.win.0 + wy) * g.win.1 + wx;
-                    let nrn = (o * ho + gy as usize) * ho + gx as usize;
-                    c += prod(&q(alo[i]), &q(ahi[i]), &q(blo[nrn]), &q(bhi[nrn])).0;
-                    for c_in in 0..ci {
-                        for ky in 0..k {
-                            for kx in 0..k {
-                                let (iy, ix) =
-                                    (gy * s as i32 + ky as i32 - p as i32, gx * s as i32 + kx as i32 - p as i32);
-                                if iy < 0 || ix < 0 || iy >= h as i32 || ix >= h as i32 {
-                                    continue;
-                                }
-                                let t = (c_in * out.win.0 + (iy - qy) as usize) * out.win.1 + (ix - qx) as usize;
-                                let wv = q(w[((o * ci + c_in) * k + ky) * k + kx]);
-                                let (pl, ph) = prod(&q(alo[i]), &q(ahi[i]), &wv, &wv);
-                                lo[t] += pl;
-                                hi[t] += ph;
-                            }
-                        }
-                    }
+        conv_scatter(&conv, &g, &out, r, |j, nrn, tap| {
+            let i = r * g.cols() + j;
+            match tap {
+                None => c += prod(&q(alo[i]), &q(ahi[i]), &q(blo[nrn]), &q(bhi[nrn])).0,
+                Some((t, wi)) => {
+                    let wv = q(w[wi]);
+                    let (pl, ph) = prod(&q(alo[i]), &q(ahi[i]), &wv, &wv);
+                    lo[t] += pl;
+                    hi[t] += ph;
                 }
             }
-        }
+        });
         for t in 0..out.cols() {
             let e = r * out.cols() + t;
             assert!(q(olo[e]) <= lo[t] && q(ohi[e]) >= hi[t], "conv row {r} col {t}");

@@ -2,11 +2,19 @@
 //! certified bounds contain (1) the exact rational value of the network at
 //! sampled points and box corners, and (2) every value float32 inference
 //! computes there with the sums taken in random orders, with and without
-//! FMA. Runs the CPU backend in f32 and f64 analysis precision.
+//! FMA. Runs both backsubstitution arithmetics (`Arith::Point`, point
+//! coefficients with the rounding paid in the constants, and
+//! `Arith::Interval`) in f32 and f64 analysis precision, on the CPU and on
+//! CUDA when a GPU is present. The lower bounds of random output
+//! half-spaces (the property proof: backsubstitution down to the input)
+//! must hold at the same points. 8 networks per test, or
+//! `PROPTEST_CASES / 250` when that is more.
 
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet};
-use polycert_deeppoly::{Analyzer, InputBox, Network, Op, Options, Shape};
+use polycert_deeppoly::{
+    Analyzer, Arith, Backend, Halfspace, InputBox, Network, Op, Options, Property, Shape, SubProblem,
+};
 use polycert_interval::Fp;
 use rug::Rational;
 
@@ -125,10 +133,32 @@ fn float32(net: &Network, x: &[f32], rng: &mut SplitMix, fma: bool) -> Vec<Vec<f
     })
 }
 
-fn check<T: Fp>(seed: u64) {
-    let be = CpuBackend::default();
+/// Half-spaces `c·y ≤ d` over the outputs in two disjuncts, `c` in full
+/// f64 precision (inexact in f32) and `d` just below `c·y` at the centre,
+/// so that neither the centre falsifies nor the forward pass proves them.
+fn property(net: &Network, input: &InputBox, rng: &mut SplitMix) -> Property {
+    let centre: Vec<f32> = input.centre().iter().map(|&v| v as f32).collect();
+    let y = exact(net, &centre).swap_remove(net.output());
+    let mut half = || {
+        let c: Vec<f64> = y.iter().map(|_| if rng.below(4) == 0 { 0.0 } else { 2.0 * rng.unit() - 1.0 }).collect();
+        Halfspace { d: dot(&c, &y).to_f64() - 1e-3, c }
+    };
+    let unsafe_region = vec![vec![half(), half()], vec![half()]];
+    Property {
+        name: "random".into(),
+        subproblems: vec![SubProblem { input: input.clone(), unsafe_region }],
+        label: None,
+    }
+}
+
+fn dot(c: &[f64], y: &[Rational]) -> Rational {
+    c.iter().zip(y).fold(Rational::new(), |s, (&c, y)| s + Rational::from_f64(c).expect("finite") * y)
+}
+
+fn check<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith) {
+    let nets = std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).map_or(8, |n: usize| (n / 250).max(8));
     let mut rng = SplitMix(seed);
-    for k in 0..8 {
+    for k in 0..nets {
         let net = match k % 4 {
             0 => random_mlp(&mut rng, &[6, 10, 10, 3]),
             1 => random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3),
@@ -139,7 +169,20 @@ fn check<T: Fp>(seed: u64) {
         let c: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
         let eps = 0.01 + 0.05 * rng.unit();
         let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
-        let bounds = Analyzer::<_, T>::new(&net, &be, Options::default()).unwrap().node_bounds(&input).unwrap();
+        let opts = Options { arith, ..Options::default() };
+        let bounds = Analyzer::<_, T>::new(&net, be, opts.clone()).unwrap().node_bounds(&input).unwrap();
+        // A separate generator keeps the networks and points of each seed.
+        let prop = property(&net, &input, &mut SplitMix(seed ^ (k as u64) << 32));
+        let outcome =
+            Analyzer::<_, T>::new(&net, be, Options { attack_steps: 0, ..opts }).unwrap().analyze(&prop).unwrap();
+        let rows: Vec<&Halfspace> = prop.subproblems[0].unsafe_region.iter().flatten().collect();
+        assert_eq!(outcome.lower_bounds.len(), rows.len(), "{arith:?}: net {k}: {:?}", outcome.verdict);
+        // c·y − d ≥ lb at output values `y` (exact or float32).
+        let holds = |y: &[Rational]| {
+            rows.iter().zip(&outcome.lower_bounds).all(|(h, &lb)| {
+                Rational::from_f64(lb).is_none_or(|lb| dot(&h.c, y) - Rational::from_f64(h.d).unwrap() >= lb)
+            })
+        };
         for t in 0..30 {
             // Float32 points inside the box: corners first, then random points.
             let x: Vec<f32> = (0..n)
@@ -151,12 +194,13 @@ fn check<T: Fp>(seed: u64) {
             let inside = x.iter().enumerate().all(|(i, &v)| (v as f64) >= input.lo[i] && (v as f64) <= input.hi[i]);
             assert!(inside);
             let ex = exact(&net, &x);
+            assert!(holds(&ex[net.output()]), "{arith:?}: net {k}: half-space bound above an exact value");
             for (node, (lo, hi)) in bounds.iter().enumerate() {
                 for j in 0..lo.len() {
                     let (l, h) = (Rational::from_f64(lo[j]), Rational::from_f64(hi[j]));
                     assert!(
                         l.is_none_or(|l| l <= ex[node][j]) && h.is_none_or(|h| ex[node][j] <= h),
-                        "net {k} node {node}[{j}]: exact value outside [{}, {}]",
+                        "{arith:?}: net {k} node {node}[{j}]: exact value outside [{}, {}]",
                         lo[j],
                         hi[j]
                     );
@@ -164,12 +208,15 @@ fn check<T: Fp>(seed: u64) {
             }
             for fma in [false, true] {
                 let fl = float32(&net, &x, &mut rng, fma);
+                let y: Vec<Rational> =
+                    fl[net.output()].iter().map(|&v| Rational::from_f64(v as f64).unwrap()).collect();
+                assert!(holds(&y), "{arith:?}: net {k}: half-space bound above a float32 value ({fma})");
                 for (node, (lo, hi)) in bounds.iter().enumerate() {
                     for j in 0..lo.len() {
                         let v = fl[node][j] as f64;
                         assert!(
                             lo[j] <= v && v <= hi[j],
-                            "net {k} node {node}[{j}]: float32 ({fma}) {v} outside [{}, {}]",
+                            "{arith:?}: net {k} node {node}[{j}]: float32 ({fma}) {v} outside [{}, {}]",
                             lo[j],
                             hi[j]
                         );
@@ -180,12 +227,32 @@ fn check<T: Fp>(seed: u64) {
     }
 }
 
+// The same seeds for both arithmetics: the same networks and points.
 #[test]
 fn analyses_enclose_exact_and_float32_values_f32() {
-    check::<f32>(17);
+    check::<_, f32>(&CpuBackend::default(), 17, Arith::Point);
 }
 
 #[test]
 fn analyses_enclose_exact_and_float32_values_f64() {
-    check::<f64>(18);
+    check::<_, f64>(&CpuBackend::default(), 18, Arith::Point);
+}
+
+#[test]
+fn interval_analyses_enclose_exact_and_float32_values_f32() {
+    check::<_, f32>(&CpuBackend::default(), 17, Arith::Interval);
+}
+
+#[test]
+fn interval_analyses_enclose_exact_and_float32_values_f64() {
+    check::<_, f64>(&CpuBackend::default(), 18, Arith::Interval);
+}
+
+#[test]
+fn gpu_analyses_enclose_exact_and_float32_values() {
+    let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
+    for arith in [Arith::Point, Arith::Interval] {
+        check::<_, f32>(&gpu, 19, arith);
+        check::<_, f64>(&gpu, 20, arith);
+    }
 }

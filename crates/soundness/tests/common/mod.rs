@@ -7,11 +7,14 @@
 //!   values with few mantissa bits, ties, cancellation, ±0, ±inf);
 //! * [`checks`]: the enclosure checks themselves, written against plain
 //!   `(lo, hi)` results so that the negative control can feed them the output
-//!   of a deliberately unsound implementation.
+//!   of a deliberately unsound implementation;
+//! * [`kernels`]: data, geometries and the exact conv scatter for the backend
+//!   kernel suites.
 #![allow(dead_code, unused_imports)]
 
 pub mod checks;
 pub mod exact;
+pub mod kernels;
 pub mod strategies;
 
 pub use checks::*;

@@ -1,0 +1,303 @@
+//! Point-coefficient steps on the GPU: the dense step as one cuBLAS GEMM
+//! (any order, FMA, no TF32), the rest as kernels from `kernels/point.cu`.
+//! Every rounding is paid in the row's constant (see `Backend::point_dense`).
+
+use crate::device::driver_err;
+use crate::{CudaBackend, GpuBuf, GpuScalar, grid_for, kconv, kgeom, kpool, per_row};
+use cudarc::cublas::{CudaBlas, GemmConfig, sys as blas_sys};
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use polycert_deeppoly::{BResult, BackendError, ConvParams, FloatModel, Geom, PoolParams, ReluParams, Shape};
+use polycert_interval::fp;
+
+/// A point expression matrix on the GPU, row-major.
+pub struct GpuPMat<T> {
+    pub rows: usize,
+    pub cols: usize,
+    pub a: CudaSlice<T>,
+}
+
+/// The float model of a GEMM in `T` (round-to-nearest, FMA allowed).
+fn gemm_model<T: GpuScalar>() -> FloatModel {
+    FloatModel { unit_roundoff: T::UNIT_ROUNDOFF, min_subnormal: T::MIN_SUBNORMAL.to_f64_exact() }
+}
+
+/// A cuBLAS handle on the backend's stream, in pedantic math mode: the
+/// prescribed precision in every phase (no TF32, no emulation).
+pub(crate) fn new_blas(b: &CudaBackend) -> BResult<CudaBlas> {
+    if !unsafe { blas_sys::is_culib_present() } {
+        return Err(BackendError::Unavailable("cuBLAS (libcublas) not found: point arithmetic needs it".into()));
+    }
+    let blas = CudaBlas::new(b.dev.stream.clone()).map_err(|e| BackendError::Failure(format!("cuBLAS: {e:?}")))?;
+    let st = unsafe { blas_sys::cublasSetMathMode(*blas.handle(), blas_sys::cublasMath_t::CUBLAS_PEDANTIC_MATH) };
+    if st != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        return Err(BackendError::Failure(format!("cuBLAS math mode: {st:?}")));
+    }
+    Ok(blas)
+}
+
+/// `G = A·W` for row-major `A` (`rows × k`), `W` (`k × n`): in cuBLAS's
+/// column-major view, `Gᵀ = Wᵀ·Aᵀ`.
+pub(crate) fn gemm_rm<T: GpuScalar>(
+    blas: &CudaBlas,
+    a: &CudaSlice<T>,
+    rows: usize,
+    k: usize,
+    w: &CudaSlice<T>,
+    n: usize,
+    g: &mut CudaSlice<T>,
+) -> BResult<()> {
+    if rows == 0 || n == 0 || k == 0 {
+        return Ok(());
+    }
+    let too_big = |v: usize| i32::try_from(v).is_err();
+    if too_big(rows) || too_big(n) || too_big(k) {
+        return Err(BackendError::Failure(format!("GEMM {rows}x{k}x{n} exceeds cuBLAS's 32-bit sizes")));
+    }
+    let op = blas_sys::cublasOperation_t::CUBLAS_OP_N;
+    let cfg = GemmConfig {
+        transa: op,
+        transb: op,
+        m: n as i32,
+        n: rows as i32,
+        k: k as i32,
+        alpha: T::one(),
+        lda: n as i32,
+        ldb: k as i32,
+        beta: T::zero(),
+        ldc: n as i32,
+    };
+    unsafe { T::gemm(blas, cfg, w, a, g) }.map_err(|e| BackendError::Failure(format!("cuBLAS GEMM: {e:?}")))
+}
+
+impl CudaBackend {
+    pub(crate) fn p_zeros<T: GpuScalar>(&self, rows: usize, cols: usize) -> BResult<GpuPMat<T>> {
+        Ok(GpuPMat { rows, cols, a: self.alloc(rows * cols)? })
+    }
+
+    /// Per row `min(a·b) − γ_m·|a|·wr − (m+2)·η·r1`, rounded down.
+    fn affine_const<T: GpuScalar>(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        b: (&GpuBuf<T>, &GpuBuf<T>),
+        wr: &GpuBuf<T>,
+        m: usize,
+        r1: f64,
+    ) -> BResult<Vec<f64>> {
+        if a.rows == 0 {
+            return Ok(Vec::new());
+        }
+        let model = gemm_model::<T>();
+        let gamma = model.gamma(m);
+        let eta_r1 = fp::mul_up(fp::mul_up((m + 2) as f64, model.min_subnormal), r1);
+        let cst = self.alloc::<f64>(a.rows)?;
+        let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
+        let f = self.dev.func("point_affine_const", T::SUFFIX);
+        let mut l = self.dev.stream.launch_builder(f);
+        l.arg(&a.a).arg(&kg).arg(&off).arg(&b.0.data).arg(&b.1.data).arg(&wr.data).arg(&gamma).arg(&eta_r1);
+        l.arg(&cst);
+        unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_affine_const", e))?;
+        self.dtoh(&cst, a.rows)
+    }
+
+    pub(crate) fn p_dense<T: GpuScalar>(
+        &self,
+        a: &GpuPMat<T>,
+        w: &GpuBuf<T>,
+        n_in: usize,
+        b: (&GpuBuf<T>, &GpuBuf<T>),
+        wr: &GpuBuf<T>,
+        r1: f64,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let n_out = a.cols;
+        if w.len != n_out * n_in {
+            return Err(BackendError::Failure(format!("point_dense: {} weights for {n_out}x{n_in}", w.len)));
+        }
+        let mut out = self.p_zeros::<T>(a.rows, n_in)?;
+        let blas = self.blas()?;
+        gemm_rm(blas, &a.a, a.rows, n_out, &w.data, n_in, &mut out.a)?;
+        let cst = self.affine_const(a, &Geom::full(Shape::flat(n_out), a.rows), b, wr, n_out, r1)?;
+        Ok((out, cst))
+    }
+
+    pub(crate) fn p_conv<T: GpuScalar>(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        p: &ConvParams<'_, Self, T>,
+        out: &Geom,
+        wr: &GpuBuf<T>,
+        r1: f64,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let res = self.p_zeros::<T>(a.rows, out.cols())?;
+        let n = a.rows * out.cols();
+        if n > 0 {
+            let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
+            let (gi, go, kc, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(p.conv), a.rows as i32);
+            let f = self.dev.func("point_conv", T::SUFFIX);
+            let mut l = self.dev.stream.launch_builder(f);
+            l.arg(&a.a).arg(&gi).arg(&offi).arg(&p.weight.data).arg(&kc).arg(&go).arg(&offo).arg(&res.a).arg(&rows);
+            unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_conv", e))?;
+        }
+        let c = p.conv;
+        let m = g.shape.c * c.kernel.0.div_ceil(c.stride.0) * c.kernel.1.div_ceil(c.stride.1);
+        let cst = self.affine_const(a, g, (p.bias_lo, p.bias_hi), wr, m, r1)?;
+        Ok((res, cst))
+    }
+
+    /// ReLU (`relu`: `p = (lam_lo, lam_up)`, `c.0 = mu_up`) or diagonal step.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn p_diag<T: GpuScalar>(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        p: (&GpuBuf<T>, &GpuBuf<T>),
+        c: (&GpuBuf<T>, &GpuBuf<T>),
+        r: &GpuBuf<T>,
+        relu: bool,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let out = self.p_zeros::<T>(a.rows, a.cols)?;
+        if a.rows == 0 {
+            return Ok((out, Vec::new()));
+        }
+        let cst = self.alloc::<f64>(a.rows)?;
+        let (off, kg, flag) = (self.offsets(g)?, kgeom(g.shape, g.win), relu as i32);
+        let f = self.dev.func("point_diag", T::SUFFIX);
+        let mut l = self.dev.stream.launch_builder(f);
+        l.arg(&a.a).arg(&kg).arg(&off).arg(&p.0.data).arg(&p.1.data).arg(&c.0.data).arg(&c.1.data).arg(&r.data);
+        l.arg(&flag).arg(&out.a).arg(&cst);
+        unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_diag", e))?;
+        Ok((out, self.dtoh(&cst, a.rows)?))
+    }
+
+    pub(crate) fn p_relu<T: GpuScalar>(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        p: &ReluParams<'_, Self, T>,
+        r: &GpuBuf<T>,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        self.p_diag(a, g, (p.lam_lo, p.lam_up), (p.mu_up, p.mu_up), r, true)
+    }
+
+    /// Per row `−Σ err` over `cols` entries, the sum rounded up.
+    fn row_sum_neg(&self, err: &CudaSlice<f64>, rows: usize, cols: usize) -> BResult<Vec<f64>> {
+        let out = self.alloc::<f64>(rows)?;
+        let c = cols as u64;
+        let mut l = self.dev.stream.launch_builder(self.dev.plain("point_row_sum_neg"));
+        l.arg(err).arg(&c).arg(&out);
+        unsafe { l.launch(per_row(rows)) }.map_err(|e| driver_err("point_row_sum_neg", e))?;
+        self.dtoh(&out, rows)
+    }
+
+    pub(crate) fn p_maxpool<T: GpuScalar>(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+        r: &GpuBuf<T>,
+    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let cols_o = out.cols();
+        let res = self.p_zeros::<T>(a.rows, cols_o)?;
+        if a.rows == 0 {
+            return Ok((res, Vec::new()));
+        }
+        let n = a.rows * cols_o;
+        let err = self.alloc::<f64>(n)?;
+        let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
+        let (gi, go, kp, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kpool(p.pool), a.rows as i32);
+        if n > 0 {
+            let f = self.dev.func("point_maxpool", T::SUFFIX);
+            let mut l = self.dev.stream.launch_builder(f);
+            l.arg(&a.a).arg(&gi).arg(&offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&offo);
+            l.arg(&r.data).arg(&res.a).arg(&err).arg(&rows);
+            unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_maxpool", e))?;
+        }
+        let cst = self.alloc::<f64>(a.rows)?;
+        let co = cols_o as u64;
+        let f = self.dev.func("point_maxpool_const", T::SUFFIX);
+        let mut l = self.dev.stream.launch_builder(f);
+        l.arg(&a.a).arg(&gi).arg(&offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&p.up.data).arg(&err).arg(&co);
+        l.arg(&cst);
+        unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_maxpool_const", e))?;
+        Ok((res, self.dtoh(&cst, a.rows)?))
+    }
+
+    pub(crate) fn p_concretize<T: GpuScalar>(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        lo: &GpuBuf<T>,
+        hi: &GpuBuf<T>,
+    ) -> BResult<Vec<f64>> {
+        if a.rows == 0 {
+            return Ok(Vec::new());
+        }
+        let out = self.alloc::<f64>(a.rows)?;
+        let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
+        let f = self.dev.func("point_concretize", T::SUFFIX);
+        let mut l = self.dev.stream.launch_builder(f);
+        l.arg(&a.a).arg(&kg).arg(&off).arg(&lo.data).arg(&hi.data).arg(&out);
+        unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_concretize", e))?;
+        self.dtoh(&out, a.rows)
+    }
+
+    pub(crate) fn p_compact<T: GpuScalar>(&self, a: &GpuPMat<T>, keep: &[u32]) -> BResult<GpuPMat<T>> {
+        let out = self.p_zeros::<T>(keep.len(), a.cols)?;
+        let n = keep.len() * a.cols;
+        if n > 0 {
+            if let Some(&bad) = keep.iter().find(|&&k| k as usize >= a.rows) {
+                return Err(BackendError::Failure(format!("point_compact: row {bad} of {}", a.rows)));
+            }
+            let k = self.htod(keep)?;
+            let (nk, cols) = (keep.len() as i32, a.cols as u64);
+            let f = self.dev.func("point_compact", T::SUFFIX);
+            let mut l = self.dev.stream.launch_builder(f);
+            l.arg(&a.a).arg(&k).arg(&nk).arg(&cols).arg(&out.a);
+            unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_compact", e))?;
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn p_add_into<T: GpuScalar>(
+        &self,
+        dst: &mut GpuPMat<T>,
+        dg: &Geom,
+        src: &GpuPMat<T>,
+        sg: &Geom,
+        r: &GpuBuf<T>,
+    ) -> BResult<Vec<f64>> {
+        if src.rows != dst.rows {
+            return Err(BackendError::Failure(format!("point_add_into: {} rows into {}", src.rows, dst.rows)));
+        }
+        let n = src.rows * src.cols;
+        if n == 0 {
+            return Ok(vec![0.0; src.rows]);
+        }
+        let err = self.alloc::<f64>(n)?;
+        let (od, os) = (self.offsets(dg)?, self.offsets(sg)?);
+        let (kd, ks, rows) = (kgeom(dg.shape, dg.win), kgeom(sg.shape, sg.win), src.rows as i32);
+        let f = self.dev.func("point_add_into", T::SUFFIX);
+        let mut l = self.dev.stream.launch_builder(f);
+        l.arg(&mut dst.a).arg(&kd).arg(&od).arg(&src.a).arg(&ks).arg(&os).arg(&r.data).arg(&err).arg(&rows);
+        unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_add_into", e))?;
+        self.row_sum_neg(&err, src.rows, src.cols)
+    }
+
+    pub(crate) fn p_slice_cols<T: GpuScalar>(&self, a: &GpuPMat<T>, start: usize, len: usize) -> BResult<GpuPMat<T>> {
+        if start + len > a.cols {
+            return Err(BackendError::Failure(format!("point_slice_cols: {start}+{len} of {} columns", a.cols)));
+        }
+        let out = self.p_zeros::<T>(a.rows, len)?;
+        let n = a.rows * len;
+        if n > 0 {
+            let (rows, cols, st, ln) = (a.rows as i32, a.cols as u64, start as u64, len as u64);
+            let f = self.dev.func("point_slice_cols", T::SUFFIX);
+            let mut l = self.dev.stream.launch_builder(f);
+            l.arg(&a.a).arg(&rows).arg(&cols).arg(&st).arg(&ln).arg(&out.a);
+            unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_slice_cols", e))?;
+        }
+        Ok(out)
+    }
+}
