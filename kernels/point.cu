@@ -4,6 +4,8 @@
 // paid in the row's constant as err * r with r >= |x|, summed rounded up.
 // Constants are f64 per row, rounded down; NaN becomes -inf.
 
+#define POINT_INF __longlong_as_double(0x7ff0000000000000LL)
+
 __device__ __forceinline__ double unit_roundoff(float) { return 5.9604644775390625e-8; }    // 2^-24
 __device__ __forceinline__ double unit_roundoff(double) { return 1.1102230246251565e-16; }  // 2^-53
 __device__ __forceinline__ double min_subnormal(float) { return 1.40129846432481707e-45; }
@@ -12,14 +14,14 @@ __device__ __forceinline__ double min_subnormal(double) { return 4.9406564584124
 // Upper bound of a block-wide sum of terms each rounded up.
 __device__ __forceinline__ double block_sum_ru(double v) { return -block_sum_rd(-v); }
 
-__device__ __forceinline__ double no_nan(double c) { return isnan(c) ? -INFINITY : c; }
+__device__ __forceinline__ double no_nan(double c) { return isnan(c) ? -POINT_INF : c; }
 
 // Bound on |a*b - fl(a*b)| for a point multiplier b (round-to-nearest:
 // u*|g| + eta/2; 2u*|g| is an exact power-of-two scaling in double).
 template <typename T>
 __device__ __forceinline__ double point_mul_err(T g, T b) {
     if (b == (T)0 || b == (T)1) return 0.0;
-    if (!isfinite((double)g)) return INFINITY;
+    if (!isfinite((double)g)) return POINT_INF;
     return 2.0 * unit_roundoff(g) * fabs((double)g) + 4.0 * min_subnormal(g);
 }
 
@@ -116,7 +118,7 @@ __device__ void point_diag(const T* __restrict__ a, Geom g, const int2* __restri
                     double l1 = __dmul_rd(ad, (double)ml), h1 = __dmul_ru(ad, (double)ml);
                     double l2 = __dmul_rd(ad, (double)mh), h2 = __dmul_ru(ad, (double)mh);
                     err = fmax(fmax(__dadd_ru(h1, -gd), __dadd_ru(gd, -l1)), fmax(__dadd_ru(h2, -gd), __dadd_ru(gd, -l2)));
-                    if (!isfinite(gd)) err = INFINITY;
+                    if (!isfinite(gd)) err = POINT_INF;
                 }
                 s = __dadd_rd(s, min_prod_rd(ad, ad, (double)c_lo[i], (double)c_hi[i]));
             }
@@ -169,7 +171,7 @@ __device__ void point_maxpool(const T* __restrict__ a, Geom gi, const int2* __re
                 // TwoSum: the exact error of sum + v.
                 T s2 = sum + v, bb = s2 - sum;
                 T d = (sum - (s2 - bb)) + (v - bb);
-                e = isfinite((double)s2) ? __dadd_ru(e, fabs((double)d)) : INFINITY;
+                e = isfinite((double)s2) ? __dadd_ru(e, fabs((double)d)) : POINT_INF;
                 sum = s2;
             }
         }
@@ -248,7 +250,7 @@ __device__ void point_add_into(T* __restrict__ dst, Geom gd, const int2* __restr
     T s2 = o + v, bb = s2 - o;
     T e = (o - (s2 - bb)) + (v - bb);
     dst[d] = s2;
-    double ed = isfinite((double)s2) ? fabs((double)e) : INFINITY;
+    double ed = isfinite((double)s2) ? fabs((double)e) : POINT_INF;
     if (ed != 0.0) err[idx] = __dmul_ru(ed, (double)rr[(c * gs.h + y) * gs.w + x]);
 }
 

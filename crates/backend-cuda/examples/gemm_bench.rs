@@ -1,9 +1,10 @@
-//! Interval GEMM throughput of the dense backsubstitution kernel:
+//! Dense backsubstitution throughput, interval kernel and point step:
 //! `cargo run --release -p polycert-backend-cuda --example gemm_bench [-- cpu]`.
-//! Counts 4 flops per multiply-add term (an FMA for each end).
+//! Counts 4 flops per interval multiply-add term (an FMA for each end) and
+//! 2 per point term; the point step includes its constant (error terms).
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::Backend;
+use polycert_deeppoly::{Backend, Magnitudes};
 use polycert_interval::Fp;
 use std::time::Instant;
 
@@ -25,6 +26,24 @@ fn bench<B: Backend<T>, T: Fp>(be: &B, n: usize, reps: usize) -> f64 {
     // The constant download synchronises each call.
     let s = t.elapsed().as_secs_f64() / reps as f64;
     4.0 * (n * n * n) as f64 / s / 1e9
+}
+
+fn bench_point<B: Backend<T>, T: Fp>(be: &B, n: usize, reps: usize) -> f64 {
+    let vals = |k: usize, s: u64| -> Vec<T> {
+        (0..k).map(|i| T::from_f64_nearest((((i as u64 * 2654435761 + s) % 2001) as f64 - 1000.0) / 1000.0)).collect()
+    };
+    let a = be.pmat_from_host(n, n, &vals(n * n, 1)).unwrap();
+    let w = be.upload(&vals(n * n, 7)).unwrap();
+    let b = be.upload(&vals(n, 3)).unwrap();
+    let wr = be.upload(&vec![T::one(); n]).unwrap();
+    let mag = Magnitudes { wr: &wr, r1: n as f64 };
+    let _ = be.point_dense(&a, &w, n, (&b, &b), &mag).unwrap();
+    let t = Instant::now();
+    for _ in 0..reps {
+        let _ = be.point_dense(&a, &w, n, (&b, &b), &mag).unwrap();
+    }
+    let s = t.elapsed().as_secs_f64() / reps as f64;
+    2.0 * (n * n * n) as f64 / s / 1e9
 }
 
 fn main() {
@@ -51,9 +70,14 @@ fn main() {
     for n in [1024, 2048, 4096, 8192] {
         let reps = if n >= 4096 { 3 } else { 10 };
         println!(
-            "gpu n={n}: f32 {:.0} GFLOP/s, f64 {:.0} GFLOP/s",
+            "gpu n={n}: interval f32 {:.0} GFLOP/s, f64 {:.0} GFLOP/s",
             bench::<_, f32>(&be, n, reps),
             bench::<_, f64>(&be, n, reps)
+        );
+        println!(
+            "gpu n={n}: point (cuBLAS) f32 {:.0} GFLOP/s, f64 {:.0} GFLOP/s",
+            bench_point::<_, f32>(&be, n, 2 * reps),
+            bench_point::<_, f64>(&be, n, 2 * reps)
         );
     }
 }

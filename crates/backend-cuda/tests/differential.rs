@@ -3,10 +3,10 @@
 
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet};
-use polycert_deeppoly::{Analyzer, Backend, InputBox, Options, Property, Shape};
+use polycert_deeppoly::{Analyzer, Arith, Backend, InputBox, Options, Property, Shape};
 use polycert_interval::Fp;
 
-fn compare<T: Fp>(gpu: &impl Backend<T>)
+fn compare<T: Fp>(gpu: &impl Backend<T>, arith: Arith)
 where
     CpuBackend: Backend<T>,
 {
@@ -26,7 +26,7 @@ where
         let y = polycert_deeppoly::eval::eval::<f64>(&net, &input.centre());
         let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap();
         let prop = Property::robustness("p", input.clone(), label, y.len()).unwrap();
-        let o = Options::default();
+        let o = Options { arith, ..Options::default() };
         let a = Analyzer::<_, T>::new(&net, &cpu, o.clone()).unwrap();
         let b = Analyzer::<_, T>::new(&net, gpu, o).unwrap();
         let (ba, bb) = (a.node_bounds(&input).unwrap(), b.node_bounds(&input).unwrap());
@@ -35,7 +35,7 @@ where
                 let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs()));
                 assert!(
                     close(la[j], lb[j]) && close(ha[j], hb[j]),
-                    "net {k} node {n}[{j}]: cpu [{}, {}] gpu [{}, {}]",
+                    "{arith:?} net {k} node {n}[{j}]: cpu [{}, {}] gpu [{}, {}]",
                     la[j],
                     ha[j],
                     lb[j],
@@ -54,11 +54,13 @@ where
 #[test]
 fn cpu_and_gpu_agree_f64() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
-    compare::<f64>(&gpu);
+    compare::<f64>(&gpu, Arith::Point);
+    compare::<f64>(&gpu, Arith::Interval);
 }
 
 #[test]
 fn cpu_and_gpu_agree_f32() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
-    compare::<f32>(&gpu);
+    compare::<f32>(&gpu, Arith::Point);
+    compare::<f32>(&gpu, Arith::Interval);
 }
