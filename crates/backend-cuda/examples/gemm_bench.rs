@@ -67,6 +67,16 @@ fn main() {
         }
     };
     println!("device: {}", be.device().name);
+    for n in [256, 512] {
+        for _ in 0..2 {
+            let f = bench_point::<_, f64>(&be, n, 200);
+            let us = 2.0 * (n * n * n) as f64 / (f * 1e9) * 1e6;
+            println!("gpu n={n}: point f64 step {us:.1} us per call ({f:.0} GFLOP/s)");
+        }
+    }
+    if std::env::args().any(|a| a == "small") {
+        return;
+    }
     for n in [1024, 2048, 4096, 8192] {
         let reps = if n >= 4096 { 3 } else { 10 };
         println!(

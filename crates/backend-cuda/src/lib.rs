@@ -7,6 +7,7 @@
 
 mod device;
 mod point_ops;
+mod trace;
 
 pub use device::{Device, KERNELS};
 pub use point_ops::GpuPMat;
@@ -19,7 +20,8 @@ use polycert_deeppoly::{
     ReluParams, Shape,
 };
 use polycert_interval::{Fp, fp};
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Float types the kernels are instantiated for.
 pub trait GpuScalar: Fp + DeviceRepr + ValidAsZeroBits + Unpin {
@@ -132,7 +134,13 @@ pub struct CudaBackend {
     budget: Option<usize>,
     /// cuBLAS handle, created on the first point GEMM.
     blas: OnceLock<CudaBlas>,
+    offsets_cache: Mutex<HashMap<u64, OffsetEntry>>,
+    /// Host time in transfers and syncs (`POLYCERT_CUDA_TRACE=1`).
+    trace: trace::Trace,
 }
+
+type OffsetEntry = (Vec<(i32, i32)>, Arc<CudaSlice<i32>>);
+const OFFSET_CACHE_ENTRIES: usize = 512;
 
 const BLOCK: u32 = 256;
 
@@ -155,7 +163,13 @@ impl CudaBackend {
     }
 
     pub fn on_device(ordinal: usize) -> BResult<Self> {
-        Ok(Self { dev: Device::open(ordinal)?, budget: None, blas: OnceLock::new() })
+        Ok(Self {
+            dev: Device::open(ordinal)?,
+            budget: None,
+            blas: OnceLock::new(),
+            offsets_cache: Mutex::default(),
+            trace: trace::Trace::from_env(),
+        })
     }
 
     fn blas(&self) -> BResult<&CudaBlas> {
@@ -178,32 +192,59 @@ impl CudaBackend {
     }
 
     fn alloc<T: GpuScalar>(&self, n: usize) -> BResult<CudaSlice<T>> {
-        self.dev.stream.alloc_zeros::<T>(n.max(1)).map_err(|e| driver_err("allocation", e))
+        self.trace
+            .time(trace::ALLOC, || self.dev.stream.alloc_zeros::<T>(n.max(1)).map_err(|e| driver_err("allocation", e)))
     }
 
     fn htod<T: DeviceRepr + Clone + Default + ValidAsZeroBits>(&self, v: &[T]) -> BResult<CudaSlice<T>> {
         if v.is_empty() {
             return self.dev.stream.alloc_zeros::<T>(1).map_err(|e| driver_err("allocation", e));
         }
-        self.dev.stream.clone_htod(v).map_err(|e| driver_err("upload", e))
+        self.trace.time(trace::UPLOAD, || self.dev.stream.clone_htod(v).map_err(|e| driver_err("upload", e)))
     }
 
     fn dtoh<T: DeviceRepr + Clone + Default>(&self, s: &CudaSlice<T>, n: usize) -> BResult<Vec<T>> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let mut v = self.dev.stream.clone_dtoh(s).map_err(|e| driver_err("download", e))?;
+        let mut v = self
+            .trace
+            .time(trace::DOWNLOAD, || self.dev.stream.clone_dtoh(s).map_err(|e| driver_err("download", e)))?;
         v.truncate(n);
         Ok(v)
     }
 
-    fn offsets(&self, g: &Geom) -> BResult<CudaSlice<i32>> {
+    /// The rows' window offsets on the device, cached by content: most
+    /// steps reuse a handful of row sets.
+    fn offsets(&self, g: &Geom) -> BResult<Arc<CudaSlice<i32>>> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        g.offsets.hash(&mut h);
+        let key = h.finish();
+        let mut cache = self.offsets_cache.lock().map_err(|_| BackendError::Failure("offset cache poisoned".into()))?;
+        if let Some((v, d)) = cache.get(&key)
+            && *v == g.offsets
+        {
+            return Ok(d.clone());
+        }
         let flat: Vec<i32> = g.offsets.iter().flat_map(|&(y, x)| [y, x]).collect();
-        self.htod(&flat)
+        let d = Arc::new(self.htod(&flat)?);
+        if cache.len() >= OFFSET_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, (g.offsets.clone(), d.clone()));
+        Ok(d)
+    }
+
+    /// Device memory every element of which the next kernel writes.
+    fn alloc_written<T: GpuScalar>(&self, n: usize) -> BResult<CudaSlice<T>> {
+        // SAFETY: callers launch a kernel that writes all `n` elements before
+        // anything reads them.
+        unsafe { self.dev.stream.alloc::<T>(n.max(1)) }.map_err(|e| driver_err("allocation", e))
     }
 
     fn check(&self, what: &str) -> BResult<()> {
-        self.dev.stream.synchronize().map_err(|e| driver_err(what, e))
+        self.trace.time(trace::SYNC, || self.dev.stream.synchronize().map_err(|e| driver_err(what, e)))
     }
 
     /// Per-row lower bound of `Σ a_j·[xlo, xhi]` (also the constant terms).
@@ -219,7 +260,7 @@ impl CudaBackend {
         let kg = kgeom(g.shape, g.win);
         let f = self.dev.func("concretize", T::SUFFIX);
         let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&a.lo).arg(&a.hi).arg(&kg).arg(&off).arg(xlo).arg(xhi).arg(&out);
+        b.arg(&a.lo).arg(&a.hi).arg(&kg).arg(&*off).arg(xlo).arg(xhi).arg(&out);
         unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("concretize", e))?;
         self.dtoh(&out, a.rows)
     }
@@ -238,14 +279,17 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     fn upload(&self, data: &[T]) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("upload");
         Ok(GpuBuf { data: self.htod(data)?, len: data.len() })
     }
 
     fn download(&self, buf: &GpuBuf<T>) -> BResult<Vec<T>> {
+        let _span = self.trace.span("download");
         self.dtoh(&buf.data, buf.len)
     }
 
     fn mat_from_host(&self, rows: usize, cols: usize, lo: &[T], hi: &[T]) -> BResult<GpuMat<T>> {
+        let _span = self.trace.span("mat_from_host");
         if lo.len() != rows * cols || hi.len() != lo.len() {
             return Err(BackendError::Failure(format!("matrix planes do not match {rows}x{cols}")));
         }
@@ -253,6 +297,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     fn mat_to_host(&self, m: &GpuMat<T>) -> BResult<(Vec<T>, Vec<T>)> {
+        let _span = self.trace.span("mat_to_host");
         Ok((self.dtoh(&m.lo, m.rows * m.cols)?, self.dtoh(&m.hi, m.rows * m.cols)?))
     }
 
@@ -261,6 +306,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     fn mat_zeros(&self, rows: usize, cols: usize) -> BResult<GpuMat<T>> {
+        let _span = self.trace.span("mat_zeros");
         Ok(GpuMat { rows, cols, lo: self.alloc(rows * cols)?, hi: self.alloc(rows * cols)? })
     }
 
@@ -272,6 +318,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         b_lo: &GpuBuf<T>,
         b_hi: &GpuBuf<T>,
     ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("dense_backsub");
         let n_out = a.cols;
         if w.len != n_out * n_in {
             return Err(BackendError::Failure(format!("dense_backsub: {} weights for {n_out}x{n_in}", w.len)));
@@ -301,6 +348,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         p: &ConvParams<'_, Self, T>,
         out: &Geom,
     ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("conv_backsub");
         let res: GpuMat<T> = self.mat_zeros(a.rows, out.cols())?;
         let n = a.rows * out.cols();
         if n > 0 {
@@ -308,7 +356,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
             let (gi, go, kc, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(p.conv), a.rows as i32);
             let f = self.dev.func("conv_backsub", T::SUFFIX);
             let mut b = self.dev.stream.launch_builder(f);
-            b.arg(&a.lo).arg(&a.hi).arg(&gi).arg(&offi).arg(&p.weight.data).arg(&kc).arg(&go).arg(&offo);
+            b.arg(&a.lo).arg(&a.hi).arg(&gi).arg(&*offi).arg(&p.weight.data).arg(&kc).arg(&go).arg(&*offo);
             b.arg(&res.lo).arg(&res.hi).arg(&rows);
             unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("conv_backsub", e))?;
         }
@@ -317,13 +365,14 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     fn relu_backsub(&self, a: &GpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("relu_backsub");
         let out: GpuMat<T> = self.mat_zeros(a.rows, a.cols)?;
         let cst = self.alloc::<f64>(a.rows)?;
         let off = self.offsets(g)?;
         let kg = kgeom(g.shape, g.win);
         let f = self.dev.func("relu_backsub", T::SUFFIX);
         let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&a.lo).arg(&kg).arg(&off).arg(&p.lam_lo.data).arg(&p.lam_up.data).arg(&p.mu_up.data);
+        b.arg(&a.lo).arg(&kg).arg(&*off).arg(&p.lam_lo.data).arg(&p.lam_up.data).arg(&p.mu_up.data);
         b.arg(&out.lo).arg(&out.hi).arg(&cst);
         if a.rows > 0 {
             unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("relu_backsub", e))?;
@@ -338,6 +387,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         p: &PoolParams<'_, Self, T>,
         out: &Geom,
     ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("maxpool_backsub");
         let res: GpuMat<T> = self.mat_zeros(a.rows, out.cols())?;
         let cst = self.alloc::<f64>(a.rows)?;
         if a.rows == 0 {
@@ -349,7 +399,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         if n > 0 {
             let f = self.dev.func("maxpool_backsub", T::SUFFIX);
             let mut b = self.dev.stream.launch_builder(f);
-            b.arg(&a.lo).arg(&gi).arg(&offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&offo);
+            b.arg(&a.lo).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&*offo);
             b.arg(&res.lo).arg(&res.hi).arg(&rows);
             unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("maxpool_backsub", e))?;
         }
@@ -358,7 +408,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         b.arg(&a.lo)
             .arg(&a.hi)
             .arg(&gi)
-            .arg(&offi)
+            .arg(&*offi)
             .arg(&p.sel_lo.data)
             .arg(&p.sel_up.data)
             .arg(&p.lo.data)
@@ -375,13 +425,14 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         m: (&GpuBuf<T>, &GpuBuf<T>),
         c: (&GpuBuf<T>, &GpuBuf<T>),
     ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("diag_backsub");
         let out: GpuMat<T> = self.mat_zeros(a.rows, a.cols)?;
         let cst = self.alloc::<f64>(a.rows)?;
         let off = self.offsets(g)?;
         let kg = kgeom(g.shape, g.win);
         let f = self.dev.func("diag_backsub", T::SUFFIX);
         let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&a.lo).arg(&a.hi).arg(&kg).arg(&off).arg(&m.0.data).arg(&m.1.data).arg(&c.0.data).arg(&c.1.data);
+        b.arg(&a.lo).arg(&a.hi).arg(&kg).arg(&*off).arg(&m.0.data).arg(&m.1.data).arg(&c.0.data).arg(&c.1.data);
         b.arg(&out.lo).arg(&out.hi).arg(&cst);
         if a.rows > 0 {
             unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("diag_backsub", e))?;
@@ -390,6 +441,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     fn concretize(&self, a: &GpuMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<Vec<f64>> {
+        let _span = self.trace.span("concretize");
         if a.rows == 0 {
             return Ok(Vec::new());
         }
@@ -397,6 +449,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     fn compact(&self, a: &GpuMat<T>, _g: &Geom, keep: &[u32]) -> BResult<GpuMat<T>> {
+        let _span = self.trace.span("compact");
         let out: GpuMat<T> = self.mat_zeros(keep.len(), a.cols)?;
         let n = keep.len() * a.cols;
         if n > 0 {
@@ -411,6 +464,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     fn add_into(&self, dst: &mut GpuMat<T>, dg: &Geom, src: &GpuMat<T>, sg: &Geom) -> BResult<()> {
+        let _span = self.trace.span("add_into");
         let n = src.rows * src.cols;
         if n == 0 {
             return Ok(());
@@ -419,12 +473,13 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let (kd, ks, rows) = (kgeom(dg.shape, dg.win), kgeom(sg.shape, sg.win), src.rows as i32);
         let f = self.dev.func("add_into", T::SUFFIX);
         let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&mut dst.lo).arg(&mut dst.hi).arg(&kd).arg(&od).arg(&src.lo).arg(&src.hi).arg(&ks).arg(&os).arg(&rows);
+        b.arg(&mut dst.lo).arg(&mut dst.hi).arg(&kd).arg(&*od).arg(&src.lo).arg(&src.hi).arg(&ks).arg(&*os).arg(&rows);
         unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("add_into", e))?;
         Ok(())
     }
 
     fn slice_cols(&self, a: &GpuMat<T>, start: usize, len: usize) -> BResult<GpuMat<T>> {
+        let _span = self.trace.span("slice_cols");
         let out: GpuMat<T> = self.mat_zeros(a.rows, len)?;
         let n = a.rows * len;
         if n > 0 {
@@ -440,6 +495,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     type PMat = GpuPMat<T>;
 
     fn pmat_from_host(&self, rows: usize, cols: usize, a: &[T]) -> BResult<GpuPMat<T>> {
+        let _span = self.trace.span("pmat_from_host");
         if a.len() != rows * cols {
             return Err(BackendError::Failure(format!("{} values for a {rows}x{cols} matrix", a.len())));
         }
@@ -447,10 +503,12 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     fn pmat_to_host(&self, m: &GpuPMat<T>) -> BResult<Vec<T>> {
+        let _span = self.trace.span("pmat_to_host");
         self.dtoh(&m.a, m.rows * m.cols)
     }
 
     fn pmat_zeros(&self, rows: usize, cols: usize) -> BResult<GpuPMat<T>> {
+        let _span = self.trace.span("pmat_zeros");
         self.p_zeros(rows, cols)
     }
 
@@ -462,6 +520,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         b: (&GpuBuf<T>, &GpuBuf<T>),
         mag: &Magnitudes<'_, GpuBuf<T>>,
     ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("point_dense");
         self.p_dense(a, w, n_in, b, mag.wr, mag.r1)
     }
 
@@ -473,6 +532,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         out: &Geom,
         mag: &Magnitudes<'_, GpuBuf<T>>,
     ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("point_conv");
         self.p_conv(a, g, p, out, mag.wr, mag.r1)
     }
 
@@ -483,6 +543,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         p: &ReluParams<'_, Self, T>,
         r: &GpuBuf<T>,
     ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("point_relu");
         self.p_relu(a, g, p, r)
     }
 
@@ -494,6 +555,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         c: (&GpuBuf<T>, &GpuBuf<T>),
         r: &GpuBuf<T>,
     ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("point_diag");
         self.p_diag(a, g, m, c, r, false)
     }
 
@@ -505,14 +567,17 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         out: &Geom,
         r: &GpuBuf<T>,
     ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("point_maxpool");
         self.p_maxpool(a, g, p, out, r)
     }
 
     fn point_concretize(&self, a: &GpuPMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<Vec<f64>> {
+        let _span = self.trace.span("point_concretize");
         self.p_concretize(a, g, lo, hi)
     }
 
     fn point_compact(&self, a: &GpuPMat<T>, _g: &Geom, keep: &[u32]) -> BResult<GpuPMat<T>> {
+        let _span = self.trace.span("point_compact");
         self.p_compact(a, keep)
     }
 
@@ -524,10 +589,12 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         sg: &Geom,
         r: &GpuBuf<T>,
     ) -> BResult<Vec<f64>> {
+        let _span = self.trace.span("point_add_into");
         self.p_add_into(dst, dg, src, sg, r)
     }
 
     fn point_slice_cols(&self, a: &GpuPMat<T>, start: usize, len: usize) -> BResult<GpuPMat<T>> {
+        let _span = self.trace.span("point_slice_cols");
         self.p_slice_cols(a, start, len)
     }
 
@@ -539,6 +606,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         x: (&GpuBuf<T>, &GpuBuf<T>),
         model: FloatModel,
     ) -> BResult<AffineForward<GpuBuf<T>>> {
+        let _span = self.trace.span("forward_dense");
         let n_out = bias.len;
         let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(n_out)).collect::<BResult<_>>()?;
         let gamma = model.gamma(n_in + 1);
@@ -575,6 +643,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         x: (&GpuBuf<T>, &GpuBuf<T>),
         model: FloatModel,
     ) -> BResult<AffineForward<GpuBuf<T>>> {
+        let _span = self.trace.span("forward_conv");
         let (kh, kw) = conv.kernel;
         let ho = (input.h + conv.pad.0 + conv.pad.2 - kh) / conv.stride.0 + 1;
         let wo = (input.w + conv.pad.1 + conv.pad.3 - kw) / conv.stride.1 + 1;

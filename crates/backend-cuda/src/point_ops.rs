@@ -74,6 +74,11 @@ impl CudaBackend {
         Ok(GpuPMat { rows, cols, a: self.alloc(rows * cols)? })
     }
 
+    /// A matrix the next kernel writes in full.
+    fn p_written<T: GpuScalar>(&self, rows: usize, cols: usize) -> BResult<GpuPMat<T>> {
+        Ok(GpuPMat { rows, cols, a: self.alloc_written(rows * cols)? })
+    }
+
     /// Per row `min(a·b) − γ_m·|a|·wr − (m+2)·η·r1`, rounded down.
     fn affine_const<T: GpuScalar>(
         &self,
@@ -90,11 +95,11 @@ impl CudaBackend {
         let model = gemm_model::<T>();
         let gamma = model.gamma(m);
         let eta_r1 = fp::mul_up(fp::mul_up((m + 2) as f64, model.min_subnormal), r1);
-        let cst = self.alloc::<f64>(a.rows)?;
+        let cst = self.alloc_written::<f64>(a.rows)?;
         let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
         let f = self.dev.func("point_affine_const", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&off).arg(&b.0.data).arg(&b.1.data).arg(&wr.data).arg(&gamma).arg(&eta_r1);
+        l.arg(&a.a).arg(&kg).arg(&*off).arg(&b.0.data).arg(&b.1.data).arg(&wr.data).arg(&gamma).arg(&eta_r1);
         l.arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_affine_const", e))?;
         self.dtoh(&cst, a.rows)
@@ -113,7 +118,11 @@ impl CudaBackend {
         if w.len != n_out * n_in {
             return Err(BackendError::Failure(format!("point_dense: {} weights for {n_out}x{n_in}", w.len)));
         }
-        let mut out = self.p_zeros::<T>(a.rows, n_in)?;
+        let mut out = if a.rows > 0 && n_out > 0 && n_in > 0 {
+            GpuPMat { rows: a.rows, cols: n_in, a: self.alloc_written(a.rows * n_in)? }
+        } else {
+            self.p_zeros::<T>(a.rows, n_in)?
+        };
         let blas = self.blas()?;
         gemm_rm(blas, &a.a, a.rows, n_out, &w.data, n_in, &mut out.a)?;
         let cst = self.affine_const(a, &Geom::full(Shape::flat(n_out), a.rows), b, wr, n_out, r1)?;
@@ -129,14 +138,14 @@ impl CudaBackend {
         wr: &GpuBuf<T>,
         r1: f64,
     ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
-        let res = self.p_zeros::<T>(a.rows, out.cols())?;
+        let res = self.p_written::<T>(a.rows, out.cols())?;
         let n = a.rows * out.cols();
         if n > 0 {
             let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
             let (gi, go, kc, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(p.conv), a.rows as i32);
             let f = self.dev.func("point_conv", T::SUFFIX);
             let mut l = self.dev.stream.launch_builder(f);
-            l.arg(&a.a).arg(&gi).arg(&offi).arg(&p.weight.data).arg(&kc).arg(&go).arg(&offo).arg(&res.a).arg(&rows);
+            l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.weight.data).arg(&kc).arg(&go).arg(&*offo).arg(&res.a).arg(&rows);
             unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_conv", e))?;
         }
         let c = p.conv;
@@ -156,15 +165,15 @@ impl CudaBackend {
         r: &GpuBuf<T>,
         relu: bool,
     ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
-        let out = self.p_zeros::<T>(a.rows, a.cols)?;
         if a.rows == 0 {
-            return Ok((out, Vec::new()));
+            return Ok((self.p_zeros::<T>(0, a.cols)?, Vec::new()));
         }
-        let cst = self.alloc::<f64>(a.rows)?;
+        let out = self.p_written::<T>(a.rows, a.cols)?;
+        let cst = self.alloc_written::<f64>(a.rows)?;
         let (off, kg, flag) = (self.offsets(g)?, kgeom(g.shape, g.win), relu as i32);
         let f = self.dev.func("point_diag", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&off).arg(&p.0.data).arg(&p.1.data).arg(&c.0.data).arg(&c.1.data).arg(&r.data);
+        l.arg(&a.a).arg(&kg).arg(&*off).arg(&p.0.data).arg(&p.1.data).arg(&c.0.data).arg(&c.1.data).arg(&r.data);
         l.arg(&flag).arg(&out.a).arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_diag", e))?;
         Ok((out, self.dtoh(&cst, a.rows)?))
@@ -182,7 +191,7 @@ impl CudaBackend {
 
     /// Per row `−Σ err` over `cols` entries, the sum rounded up.
     fn row_sum_neg(&self, err: &CudaSlice<f64>, rows: usize, cols: usize) -> BResult<Vec<f64>> {
-        let out = self.alloc::<f64>(rows)?;
+        let out = self.alloc_written::<f64>(rows)?;
         let c = cols as u64;
         let mut l = self.dev.stream.launch_builder(self.dev.plain("point_row_sum_neg"));
         l.arg(err).arg(&c).arg(&out);
@@ -199,26 +208,26 @@ impl CudaBackend {
         r: &GpuBuf<T>,
     ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
         let cols_o = out.cols();
-        let res = self.p_zeros::<T>(a.rows, cols_o)?;
-        if a.rows == 0 {
-            return Ok((res, Vec::new()));
+        if a.rows == 0 || cols_o == 0 {
+            return Ok((self.p_zeros::<T>(a.rows, cols_o)?, vec![0.0; a.rows]));
         }
+        let res = self.p_written::<T>(a.rows, cols_o)?;
         let n = a.rows * cols_o;
-        let err = self.alloc::<f64>(n)?;
+        let err = self.alloc_written::<f64>(n)?;
         let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
         let (gi, go, kp, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kpool(p.pool), a.rows as i32);
         if n > 0 {
             let f = self.dev.func("point_maxpool", T::SUFFIX);
             let mut l = self.dev.stream.launch_builder(f);
-            l.arg(&a.a).arg(&gi).arg(&offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&offo);
+            l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&*offo);
             l.arg(&r.data).arg(&res.a).arg(&err).arg(&rows);
             unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_maxpool", e))?;
         }
-        let cst = self.alloc::<f64>(a.rows)?;
+        let cst = self.alloc_written::<f64>(a.rows)?;
         let co = cols_o as u64;
         let f = self.dev.func("point_maxpool_const", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&gi).arg(&offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&p.up.data).arg(&err).arg(&co);
+        l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&p.up.data).arg(&err).arg(&co);
         l.arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_maxpool_const", e))?;
         Ok((res, self.dtoh(&cst, a.rows)?))
@@ -234,17 +243,17 @@ impl CudaBackend {
         if a.rows == 0 {
             return Ok(Vec::new());
         }
-        let out = self.alloc::<f64>(a.rows)?;
+        let out = self.alloc_written::<f64>(a.rows)?;
         let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
         let f = self.dev.func("point_concretize", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&off).arg(&lo.data).arg(&hi.data).arg(&out);
+        l.arg(&a.a).arg(&kg).arg(&*off).arg(&lo.data).arg(&hi.data).arg(&out);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_concretize", e))?;
         self.dtoh(&out, a.rows)
     }
 
     pub(crate) fn p_compact<T: GpuScalar>(&self, a: &GpuPMat<T>, keep: &[u32]) -> BResult<GpuPMat<T>> {
-        let out = self.p_zeros::<T>(keep.len(), a.cols)?;
+        let out = self.p_written::<T>(keep.len(), a.cols)?;
         let n = keep.len() * a.cols;
         if n > 0 {
             if let Some(&bad) = keep.iter().find(|&&k| k as usize >= a.rows) {
@@ -275,12 +284,12 @@ impl CudaBackend {
         if n == 0 {
             return Ok(vec![0.0; src.rows]);
         }
-        let err = self.alloc::<f64>(n)?;
+        let err = self.alloc_written::<f64>(n)?;
         let (od, os) = (self.offsets(dg)?, self.offsets(sg)?);
         let (kd, ks, rows) = (kgeom(dg.shape, dg.win), kgeom(sg.shape, sg.win), src.rows as i32);
         let f = self.dev.func("point_add_into", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&mut dst.a).arg(&kd).arg(&od).arg(&src.a).arg(&ks).arg(&os).arg(&r.data).arg(&err).arg(&rows);
+        l.arg(&mut dst.a).arg(&kd).arg(&*od).arg(&src.a).arg(&ks).arg(&*os).arg(&r.data).arg(&err).arg(&rows);
         unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_add_into", e))?;
         self.row_sum_neg(&err, src.rows, src.cols)
     }
@@ -289,7 +298,7 @@ impl CudaBackend {
         if start + len > a.cols {
             return Err(BackendError::Failure(format!("point_slice_cols: {start}+{len} of {} columns", a.cols)));
         }
-        let out = self.p_zeros::<T>(a.rows, len)?;
+        let out = self.p_written::<T>(a.rows, len)?;
         let n = a.rows * len;
         if n > 0 {
             let (rows, cols, st, ln) = (a.rows as i32, a.cols as u64, start as u64, len as u64);

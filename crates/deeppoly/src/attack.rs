@@ -1,7 +1,7 @@
 //! Falsification: a short PGD attack on the IR (f64 gradients), with every
 //! candidate re-checked by plain float32 inference before it is reported.
 
-use crate::eval::{eval, eval_all};
+use crate::eval::eval;
 use crate::ir::{Network, Op};
 use crate::property::{Counterexample, SubProblem};
 use rayon::prelude::*;
@@ -36,20 +36,23 @@ fn input_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Vec<f64> {
         match &node.op {
             Op::Dense { weight, .. } => {
                 let n = vals[x0].len();
+                let gx = &mut grads[x0];
                 for (i, &gi) in g.iter().enumerate() {
-                    for j in 0..n {
-                        grads[x0][j] += gi * weight[i * n + j];
+                    if gi != 0.0 {
+                        for (gj, w) in gx.iter_mut().zip(&weight[i * n..(i + 1) * n]) {
+                            *gj += gi * w;
+                        }
                     }
                 }
             }
             Op::Conv2d(c) => {
-                let (si, so) = (net.node(x0).shape, node.shape);
-                for (o, &gi) in g.iter().enumerate() {
-                    let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
-                    for (w, i) in c.taps(si, co, oy, ox) {
-                        grads[x0][i] += gi * c.weight[w];
+                let (si, so, sw) = (net.node(x0).shape, node.shape, c.stride.1);
+                let gx = &mut grads[x0];
+                crate::eval::conv_runs(c, si, so, |w, o, i, n| {
+                    for (t, &gt) in g[o..o + n].iter().enumerate() {
+                        gx[i + t * sw] += w * gt;
                     }
-                }
+                });
             }
             Op::Relu => {
                 for (j, &gi) in g.iter().enumerate() {
@@ -150,7 +153,7 @@ pub fn pgd(
             if late() {
                 return None;
             }
-            let vals = eval_all::<f64>(net, &x);
+            let vals = crate::eval::eval_all_unordered(net, &x);
             let y = &vals[net.output()];
             let (k, v) = conj
                 .iter()

@@ -1,12 +1,19 @@
 //! Concrete inference of the IR (float32 or f64, left-to-right sums), for
 //! falsification and tests.
 
-use crate::ir::{Network, Op, Shape};
+use crate::ir::{Conv2d, Network, Op, Shape};
 use num_traits::Float;
 
 /// Scalar types the reference inference runs in.
 pub trait EvalFloat: Float + Copy + std::iter::Sum {
     fn of(x: f64) -> Self;
+    /// `W·x + b` with sums in any order, where the type has such a path.
+    fn dense_unordered(_w: &[f64], _b: &[f64], _x: &[Self]) -> Option<Vec<Self>> {
+        None
+    }
+    fn conv_unordered(_c: &Conv2d, _si: Shape, _so: Shape, _x: &[Self]) -> Option<Vec<Self>> {
+        None
+    }
 }
 impl EvalFloat for f32 {
     fn of(x: f64) -> Self {
@@ -17,10 +24,89 @@ impl EvalFloat for f64 {
     fn of(x: f64) -> Self {
         x
     }
+    fn dense_unordered(w: &[f64], b: &[f64], x: &[f64]) -> Option<Vec<f64>> {
+        let n = x.len();
+        Some(b.iter().enumerate().map(|(i, &bi)| dot_unordered(&w[i * n..(i + 1) * n], x) + bi).collect())
+    }
+    fn conv_unordered(c: &Conv2d, si: Shape, so: Shape, x: &[f64]) -> Option<Vec<f64>> {
+        let hw = so.h * so.w;
+        let mut out: Vec<f64> = (0..so.numel()).map(|o| c.bias[o / hw]).collect();
+        let sw = c.stride.1;
+        conv_runs(c, si, so, |w, o, i, n| {
+            for (t, y) in out[o..o + n].iter_mut().enumerate() {
+                *y += w * x[i + t * sw];
+            }
+        });
+        Some(out)
+    }
 }
 
 /// Runs the network on `x` in precision `F`, returning every node's values.
 pub fn eval_all<F: EvalFloat>(net: &Network, x: &[F]) -> Vec<Vec<F>> {
+    eval_impl(net, x, false)
+}
+
+/// [`eval_all`] in f64 with dense sums in any order (eight SIMD lanes): for
+/// the attack's search, never for a verdict.
+pub fn eval_all_unordered(net: &Network, x: &[f64]) -> Vec<Vec<f64>> {
+    eval_impl(net, x, true)
+}
+
+/// `Σ a_i·b_i` with eight independent partial sums (vectorises).
+pub fn dot_unordered(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
+/// Calls `f(w, o, i, n)` for every run of a conv's taps along a row: output
+/// neurons `o..o+n` take weight `w` times inputs `i, i+sw, …` (padding
+/// skipped). Covers every (output, input, weight) triple once.
+pub(crate) fn conv_runs(c: &Conv2d, si: Shape, so: Shape, mut f: impl FnMut(f64, usize, usize, usize)) {
+    let (kh, kw) = c.kernel;
+    let (sh, sw) = c.stride;
+    let (pt, pl) = (c.pad.0 as isize, c.pad.1 as isize);
+    for co in 0..c.c_out {
+        for ci in 0..si.c {
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let w = c.weight[((co * si.c + ci) * kh + ky) * kw + kx];
+                    if w == 0.0 {
+                        continue;
+                    }
+                    // ox with 0 <= ox*sw + kx - pl < si.w
+                    let off = kx as isize - pl;
+                    let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(sw) };
+                    let last = si.w as isize - 1 - off;
+                    if last < 0 {
+                        continue;
+                    }
+                    let hi = ((last as usize) / sw + 1).min(so.w);
+                    if lo >= hi {
+                        continue;
+                    }
+                    for oy in 0..so.h {
+                        let iy = (oy * sh + ky) as isize - pt;
+                        if iy < 0 || iy as usize >= si.h {
+                            continue;
+                        }
+                        let o = (co * so.h + oy) * so.w + lo;
+                        let i = (ci * si.h + iy as usize) * si.w + (lo as isize * sw as isize + off) as usize;
+                        f(w, o, i, hi - lo);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn eval_impl<F: EvalFloat>(net: &Network, x: &[F], unordered: bool) -> Vec<Vec<F>> {
     let mut vals: Vec<Vec<F>> = Vec::with_capacity(net.nodes().len());
     for node in net.nodes() {
         let inp = |k: usize| &vals[node.inputs[k]];
@@ -29,6 +115,10 @@ pub fn eval_all<F: EvalFloat>(net: &Network, x: &[F]) -> Vec<Vec<F>> {
             Op::Dense { weight, bias, out } => {
                 let xi = inp(0);
                 let n = xi.len();
+                if unordered && let Some(v) = F::dense_unordered(weight, bias, xi) {
+                    vals.push(v);
+                    continue;
+                }
                 (0..*out)
                     .map(|i| {
                         let mut s = F::zero();
@@ -42,6 +132,10 @@ pub fn eval_all<F: EvalFloat>(net: &Network, x: &[F]) -> Vec<Vec<F>> {
             Op::Conv2d(c) => {
                 let (si, so) = (net.node(node.inputs[0]).shape, node.shape);
                 let x = inp(0);
+                if unordered && let Some(v) = F::conv_unordered(c, si, so, x) {
+                    vals.push(v);
+                    continue;
+                }
                 (0..so.numel())
                     .map(|o| {
                         let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
@@ -89,4 +183,43 @@ fn pool<F: EvalFloat>(x: &[F], si: Shape, so: Shape, p: &crate::ir::Pool, max: b
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unordered_conv_equals_the_reference_on_integers() {
+        for (k, s, p) in
+            [((3, 3), (1, 1), (1, 1, 1, 1)), ((3, 2), (2, 2), (0, 1, 1, 0)), ((1, 1), (1, 1), (0, 0, 0, 0))]
+        {
+            let si = Shape::new(2, 5, 6);
+            let c_out = 3;
+            let weight: Vec<f64> = (0..c_out * si.c * k.0 * k.1).map(|i| ((i * 7) % 5) as f64 - 2.0).collect();
+            let c = Conv2d { weight, bias: vec![1.0, -2.0, 0.5], c_out, kernel: k, stride: s, pad: p };
+            let ho = (si.h + p.0 + p.2 - k.0) / s.0 + 1;
+            let wo = (si.w + p.1 + p.3 - k.1) / s.1 + 1;
+            let so = Shape::new(c_out, ho, wo);
+            let x: Vec<f64> = (0..si.numel()).map(|i| ((i * 3) % 11) as f64 - 5.0).collect();
+            let reference: Vec<f64> = (0..so.numel())
+                .map(|o| {
+                    let (co, oy, ox) = (o / (ho * wo), (o / wo) % ho, o % wo);
+                    c.taps(si, co, oy, ox).map(|(w, i)| c.weight[w] * x[i]).sum::<f64>() + c.bias[co]
+                })
+                .collect();
+            assert_eq!(f64::conv_unordered(&c, si, so, &x).unwrap(), reference, "{k:?} {s:?} {p:?}");
+        }
+    }
+
+    #[test]
+    fn unordered_dot_equals_the_exact_sum_on_integers() {
+        // Small integers: every order gives the exact value.
+        for n in [0, 1, 7, 8, 9, 31, 100] {
+            let a: Vec<f64> = (0..n).map(|i| (i % 7) as f64 - 3.0).collect();
+            let b: Vec<f64> = (0..n).map(|i| (i % 5) as f64 + 1.0).collect();
+            let exact: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            assert_eq!(dot_unordered(&a, &b), exact, "n = {n}");
+        }
+    }
 }
