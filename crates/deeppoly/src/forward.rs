@@ -109,10 +109,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(st)
     }
 
-    /// Recomputes nodes after `from`, intersecting with their old bounds.
-    pub(crate) fn forward_from(&self, st: &mut RunState<T, B::Buf>, from: NodeId) -> Result<(), AnalysisError> {
+    /// Recomputes nodes `from+1..=to` after the bounds of `from` changed,
+    /// intersecting with their old bounds. Nodes past `to` keep older (looser,
+    /// still sound) bounds until recomputed; their magnitudes are dropped.
+    pub(crate) fn forward_range(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        from: NodeId,
+        to: NodeId,
+    ) -> Result<(), AnalysisError> {
         st.invalidate_from(from);
-        for id in from + 1..self.net.nodes().len() {
+        for id in from + 1..=to.min(self.net.nodes().len() - 1) {
             let (mut b, s) = self.forward_node(st, id)?;
             let old = &st.bounds[id];
             for i in 0..b.lo.len() {

@@ -45,18 +45,26 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// Tightens the input bounds of every ReLU whose interval straddles 0,
-    /// layer by layer in topological order, and re-runs the forward pass
-    /// downstream after each layer.
+    /// layer by layer in topological order. After a layer, the forward pass
+    /// re-runs only up to the next layer to refine (backsubstitution from a
+    /// node reads nothing later), and to the end once all are done.
     pub(crate) fn refine_all(
         &self,
         st: &mut RunState<T, B::Buf>,
         deadline: Option<Instant>,
     ) -> Result<(), AnalysisError> {
+        let last = self.net.nodes().len() - 1;
+        // Nodes `..=fresh` reflect every refinement so far.
+        let mut fresh = last;
         for r in 0..self.net.nodes().len() {
             if !matches!(self.net.node(r).op, Op::Relu) {
                 continue;
             }
             let p = self.net.node(r).inputs[0];
+            if p > fresh {
+                self.forward_range(st, fresh, p)?;
+                fresh = p;
+            }
             let shape = self.net.node(p).shape;
             let b = &st.bounds[p];
             let unstable: Vec<usize> =
@@ -87,7 +95,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
             b.dev = None;
-            self.forward_from(st, p)?;
+            st.invalidate_from(p);
+            fresh = p;
+        }
+        if fresh < last {
+            self.forward_range(st, fresh, last)?;
         }
         Ok(())
     }
