@@ -81,6 +81,25 @@ fn json_lines_have_the_promised_fields() {
 }
 
 #[test]
+fn parallel_jobs_give_the_same_records_in_order() {
+    let run = |jobs: &str| {
+        let o = polycert(&["verify", "--count", "40", "--json", "--backend", "cpu", "--jobs", jobs]);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", o.status);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        out.lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).expect("json");
+                v.as_object_mut().unwrap().remove("seconds");
+                v
+            })
+            .collect::<Vec<_>>()
+    };
+    let (one, four) = (run("1"), run("4"));
+    assert_eq!(one.len(), 40);
+    assert_eq!(one, four);
+}
+
+#[test]
 fn vnnlib_property_on_a_model_file() {
     let p = tmp("ok.vnnlib");
     digits_vnnlib(&p, 64, 0.001);
