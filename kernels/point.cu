@@ -326,3 +326,9 @@ extern "C" __global__ void point_row_sum_neg(const double* err, size_t cols, dou
 
 INSTANTIATE_POINT(float, f32)
 INSTANTIATE_POINT(double, f64)
+
+// Per-row constants: acc[i] += inc[i], rounded down.
+extern "C" __global__ void cst_add_rd(double* acc, const double* inc, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) acc[i] = __dadd_rd(acc[i], inc[i]);
+}

@@ -55,6 +55,7 @@ impl<T: Fp> Backend<T> for CpuBackend {
     type Buf = Vec<T>;
     type Mat = CpuMat<T>;
     type PMat = CpuPMat<T>;
+    type Cst = Vec<f64>;
 
     fn name(&self) -> String {
         format!("cpu ({} threads)", rayon::current_num_threads())
@@ -144,6 +145,29 @@ impl<T: Fp> Backend<T> for CpuBackend {
     }
     fn pmat_to_host(&self, m: &CpuPMat<T>) -> BResult<Vec<T>> {
         Ok(m.a.clone())
+    }
+    fn cst_from_host(&self, v: &[f64]) -> BResult<Vec<f64>> {
+        Ok(v.to_vec())
+    }
+    fn cst_to_host(&self, c: &Vec<f64>) -> BResult<Vec<f64>> {
+        Ok(c.clone())
+    }
+    fn cst_add(&self, acc: &mut Vec<f64>, inc: &Vec<f64>) -> BResult<()> {
+        if acc.len() != inc.len() {
+            return Err(BackendError::Failure(format!("cst_add: {} constants into {}", inc.len(), acc.len())));
+        }
+        for (a, i) in acc.iter_mut().zip(inc) {
+            *a = polycert_interval::fp::add_down(*a, *i);
+        }
+        Ok(())
+    }
+    fn cst_dup(&self, c: &Vec<f64>) -> BResult<Vec<f64>> {
+        Ok(c.clone())
+    }
+    fn cst_compact(&self, c: &Vec<f64>, keep: &[u32]) -> BResult<Vec<f64>> {
+        keep.iter()
+            .map(|&r| c.get(r as usize).copied().ok_or_else(|| BackendError::Failure(format!("cst_compact: row {r}"))))
+            .collect()
     }
     fn pmat_zeros(&self, rows: usize, cols: usize) -> BResult<CpuPMat<T>> {
         Ok(CpuPMat { rows, cols, a: vec![T::zero(); rows * cols] })

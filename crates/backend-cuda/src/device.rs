@@ -37,7 +37,7 @@ pub const KERNEL_NAMES: &[&str] = &[
 ];
 
 /// Kernels with one instantiation (no type suffix).
-pub const PLAIN_KERNELS: &[&str] = &["point_row_sum_neg"];
+pub const PLAIN_KERNELS: &[&str] = &["point_row_sum_neg", "cst_add_rd"];
 
 pub fn driver_err(what: &str, e: DriverError) -> BackendError {
     if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {

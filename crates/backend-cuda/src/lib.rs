@@ -10,7 +10,7 @@ mod point_ops;
 mod trace;
 
 pub use device::{Device, KERNELS};
-pub use point_ops::GpuPMat;
+pub use point_ops::{GpuCst, GpuPMat};
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, result::CublasError};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
@@ -493,6 +493,28 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     }
 
     type PMat = GpuPMat<T>;
+    type Cst = GpuCst;
+
+    fn cst_from_host(&self, v: &[f64]) -> BResult<GpuCst> {
+        self.c_from_host(v)
+    }
+
+    fn cst_to_host(&self, c: &GpuCst) -> BResult<Vec<f64>> {
+        let _span = self.trace.span("cst_to_host");
+        self.c_to_host(c)
+    }
+
+    fn cst_add(&self, acc: &mut GpuCst, inc: &GpuCst) -> BResult<()> {
+        self.c_add(acc, inc)
+    }
+
+    fn cst_dup(&self, c: &GpuCst) -> BResult<GpuCst> {
+        self.c_dup(c)
+    }
+
+    fn cst_compact(&self, c: &GpuCst, keep: &[u32]) -> BResult<GpuCst> {
+        self.c_compact(c, keep)
+    }
 
     fn pmat_from_host(&self, rows: usize, cols: usize, a: &[T]) -> BResult<GpuPMat<T>> {
         let _span = self.trace.span("pmat_from_host");
@@ -519,7 +541,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         n_in: usize,
         b: (&GpuBuf<T>, &GpuBuf<T>),
         mag: &Magnitudes<'_, GpuBuf<T>>,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let _span = self.trace.span("point_dense");
         self.p_dense(a, w, n_in, b, mag.wr, mag.r1)
     }
@@ -531,7 +553,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         p: &ConvParams<'_, Self, T>,
         out: &Geom,
         mag: &Magnitudes<'_, GpuBuf<T>>,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let _span = self.trace.span("point_conv");
         self.p_conv(a, g, p, out, mag.wr, mag.r1)
     }
@@ -542,7 +564,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         g: &Geom,
         p: &ReluParams<'_, Self, T>,
         r: &GpuBuf<T>,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let _span = self.trace.span("point_relu");
         self.p_relu(a, g, p, r)
     }
@@ -554,7 +576,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         m: (&GpuBuf<T>, &GpuBuf<T>),
         c: (&GpuBuf<T>, &GpuBuf<T>),
         r: &GpuBuf<T>,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let _span = self.trace.span("point_diag");
         self.p_diag(a, g, m, c, r, false)
     }
@@ -566,12 +588,12 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         p: &PoolParams<'_, Self, T>,
         out: &Geom,
         r: &GpuBuf<T>,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let _span = self.trace.span("point_maxpool");
         self.p_maxpool(a, g, p, out, r)
     }
 
-    fn point_concretize(&self, a: &GpuPMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<Vec<f64>> {
+    fn point_concretize(&self, a: &GpuPMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<GpuCst> {
         let _span = self.trace.span("point_concretize");
         self.p_concretize(a, g, lo, hi)
     }
@@ -588,7 +610,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         src: &GpuPMat<T>,
         sg: &Geom,
         r: &GpuBuf<T>,
-    ) -> BResult<Vec<f64>> {
+    ) -> BResult<GpuCst> {
         let _span = self.trace.span("point_add_into");
         self.p_add_into(dst, dg, src, sg, r)
     }

@@ -16,6 +16,12 @@ pub struct GpuPMat<T> {
     pub a: CudaSlice<T>,
 }
 
+/// Per-row constants on the GPU (f64 lower bounds).
+pub struct GpuCst {
+    pub len: usize,
+    pub data: CudaSlice<f64>,
+}
+
 /// The float model of a GEMM in `T` (round-to-nearest, FMA allowed).
 fn gemm_model<T: GpuScalar>() -> FloatModel {
     FloatModel { unit_roundoff: T::UNIT_ROUNDOFF, min_subnormal: T::MIN_SUBNORMAL.to_f64_exact() }
@@ -70,6 +76,41 @@ pub(crate) fn gemm_rm<T: GpuScalar>(
 }
 
 impl CudaBackend {
+    pub(crate) fn c_from_host(&self, v: &[f64]) -> BResult<GpuCst> {
+        Ok(GpuCst { len: v.len(), data: self.htod(v)? })
+    }
+
+    pub(crate) fn c_to_host(&self, c: &GpuCst) -> BResult<Vec<f64>> {
+        self.dtoh(&c.data, c.len)
+    }
+
+    pub(crate) fn c_add(&self, acc: &mut GpuCst, inc: &GpuCst) -> BResult<()> {
+        if acc.len != inc.len {
+            return Err(BackendError::Failure(format!("cst_add: {} constants into {}", inc.len, acc.len)));
+        }
+        if acc.len == 0 {
+            return Ok(());
+        }
+        let n = acc.len as i32;
+        let mut l = self.dev.stream.launch_builder(self.dev.plain("cst_add_rd"));
+        l.arg(&mut acc.data).arg(&inc.data).arg(&n);
+        unsafe { l.launch(grid_for(acc.len)) }.map_err(|e| driver_err("cst_add_rd", e))?;
+        Ok(())
+    }
+
+    pub(crate) fn c_dup(&self, c: &GpuCst) -> BResult<GpuCst> {
+        let data = self.dev.stream.clone_dtod(&c.data).map_err(|e| driver_err("copy", e))?;
+        Ok(GpuCst { len: c.len, data })
+    }
+
+    pub(crate) fn c_compact(&self, c: &GpuCst, keep: &[u32]) -> BResult<GpuCst> {
+        Ok(GpuCst { len: keep.len(), data: self.compact_rows::<f64>(&c.data, c.len, 1, keep)? })
+    }
+
+    fn cst(&self, data: CudaSlice<f64>, len: usize) -> GpuCst {
+        GpuCst { len, data }
+    }
+
     pub(crate) fn p_zeros<T: GpuScalar>(&self, rows: usize, cols: usize) -> BResult<GpuPMat<T>> {
         Ok(GpuPMat { rows, cols, a: self.alloc(rows * cols)? })
     }
@@ -88,9 +129,9 @@ impl CudaBackend {
         wr: &GpuBuf<T>,
         m: usize,
         r1: f64,
-    ) -> BResult<Vec<f64>> {
+    ) -> BResult<GpuCst> {
         if a.rows == 0 {
-            return Ok(Vec::new());
+            return self.c_from_host(&[]);
         }
         let model = gemm_model::<T>();
         let gamma = model.gamma(m);
@@ -102,7 +143,7 @@ impl CudaBackend {
         l.arg(&a.a).arg(&kg).arg(&*off).arg(&b.0.data).arg(&b.1.data).arg(&wr.data).arg(&gamma).arg(&eta_r1);
         l.arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_affine_const", e))?;
-        self.dtoh(&cst, a.rows)
+        Ok(self.cst(cst, a.rows))
     }
 
     pub(crate) fn p_dense<T: GpuScalar>(
@@ -113,7 +154,7 @@ impl CudaBackend {
         b: (&GpuBuf<T>, &GpuBuf<T>),
         wr: &GpuBuf<T>,
         r1: f64,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let n_out = a.cols;
         if w.len != n_out * n_in {
             return Err(BackendError::Failure(format!("point_dense: {} weights for {n_out}x{n_in}", w.len)));
@@ -137,7 +178,7 @@ impl CudaBackend {
         out: &Geom,
         wr: &GpuBuf<T>,
         r1: f64,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let res = self.p_written::<T>(a.rows, out.cols())?;
         let n = a.rows * out.cols();
         if n > 0 {
@@ -164,9 +205,9 @@ impl CudaBackend {
         c: (&GpuBuf<T>, &GpuBuf<T>),
         r: &GpuBuf<T>,
         relu: bool,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         if a.rows == 0 {
-            return Ok((self.p_zeros::<T>(0, a.cols)?, Vec::new()));
+            return Ok((self.p_zeros::<T>(0, a.cols)?, self.c_from_host(&[])?));
         }
         let out = self.p_written::<T>(a.rows, a.cols)?;
         let cst = self.alloc_written::<f64>(a.rows)?;
@@ -176,7 +217,7 @@ impl CudaBackend {
         l.arg(&a.a).arg(&kg).arg(&*off).arg(&p.0.data).arg(&p.1.data).arg(&c.0.data).arg(&c.1.data).arg(&r.data);
         l.arg(&flag).arg(&out.a).arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_diag", e))?;
-        Ok((out, self.dtoh(&cst, a.rows)?))
+        Ok((out, self.cst(cst, a.rows)))
     }
 
     pub(crate) fn p_relu<T: GpuScalar>(
@@ -185,18 +226,18 @@ impl CudaBackend {
         g: &Geom,
         p: &ReluParams<'_, Self, T>,
         r: &GpuBuf<T>,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         self.p_diag(a, g, (p.lam_lo, p.lam_up), (p.mu_up, p.mu_up), r, true)
     }
 
     /// Per row `−Σ err` over `cols` entries, the sum rounded up.
-    fn row_sum_neg(&self, err: &CudaSlice<f64>, rows: usize, cols: usize) -> BResult<Vec<f64>> {
+    fn row_sum_neg(&self, err: &CudaSlice<f64>, rows: usize, cols: usize) -> BResult<GpuCst> {
         let out = self.alloc_written::<f64>(rows)?;
         let c = cols as u64;
         let mut l = self.dev.stream.launch_builder(self.dev.plain("point_row_sum_neg"));
         l.arg(err).arg(&c).arg(&out);
         unsafe { l.launch(per_row(rows)) }.map_err(|e| driver_err("point_row_sum_neg", e))?;
-        self.dtoh(&out, rows)
+        Ok(self.cst(out, rows))
     }
 
     pub(crate) fn p_maxpool<T: GpuScalar>(
@@ -206,10 +247,10 @@ impl CudaBackend {
         p: &PoolParams<'_, Self, T>,
         out: &Geom,
         r: &GpuBuf<T>,
-    ) -> BResult<(GpuPMat<T>, Vec<f64>)> {
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let cols_o = out.cols();
         if a.rows == 0 || cols_o == 0 {
-            return Ok((self.p_zeros::<T>(a.rows, cols_o)?, vec![0.0; a.rows]));
+            return Ok((self.p_zeros::<T>(a.rows, cols_o)?, self.c_from_host(&vec![0.0; a.rows])?));
         }
         let res = self.p_written::<T>(a.rows, cols_o)?;
         let n = a.rows * cols_o;
@@ -230,7 +271,7 @@ impl CudaBackend {
         l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&p.up.data).arg(&err).arg(&co);
         l.arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_maxpool_const", e))?;
-        Ok((res, self.dtoh(&cst, a.rows)?))
+        Ok((res, self.cst(cst, a.rows)))
     }
 
     pub(crate) fn p_concretize<T: GpuScalar>(
@@ -239,9 +280,9 @@ impl CudaBackend {
         g: &Geom,
         lo: &GpuBuf<T>,
         hi: &GpuBuf<T>,
-    ) -> BResult<Vec<f64>> {
+    ) -> BResult<GpuCst> {
         if a.rows == 0 {
-            return Ok(Vec::new());
+            return self.c_from_host(&[]);
         }
         let out = self.alloc_written::<f64>(a.rows)?;
         let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
@@ -249,21 +290,32 @@ impl CudaBackend {
         let mut l = self.dev.stream.launch_builder(f);
         l.arg(&a.a).arg(&kg).arg(&*off).arg(&lo.data).arg(&hi.data).arg(&out);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_concretize", e))?;
-        self.dtoh(&out, a.rows)
+        Ok(self.cst(out, a.rows))
     }
 
     pub(crate) fn p_compact<T: GpuScalar>(&self, a: &GpuPMat<T>, keep: &[u32]) -> BResult<GpuPMat<T>> {
-        let out = self.p_written::<T>(keep.len(), a.cols)?;
-        let n = keep.len() * a.cols;
+        Ok(GpuPMat { rows: keep.len(), cols: a.cols, a: self.compact_rows(&a.a, a.rows, a.cols, keep)? })
+    }
+
+    /// The listed rows of a `rows × cols` row-major matrix.
+    fn compact_rows<T: GpuScalar>(
+        &self,
+        a: &CudaSlice<T>,
+        rows: usize,
+        cols: usize,
+        keep: &[u32],
+    ) -> BResult<CudaSlice<T>> {
+        let out = self.alloc_written::<T>(keep.len() * cols)?;
+        let n = keep.len() * cols;
         if n > 0 {
-            if let Some(&bad) = keep.iter().find(|&&k| k as usize >= a.rows) {
-                return Err(BackendError::Failure(format!("point_compact: row {bad} of {}", a.rows)));
+            if let Some(&bad) = keep.iter().find(|&&k| k as usize >= rows) {
+                return Err(BackendError::Failure(format!("compaction: row {bad} of {rows}")));
             }
             let k = self.htod(keep)?;
-            let (nk, cols) = (keep.len() as i32, a.cols as u64);
+            let (nk, c) = (keep.len() as i32, cols as u64);
             let f = self.dev.func("point_compact", T::SUFFIX);
             let mut l = self.dev.stream.launch_builder(f);
-            l.arg(&a.a).arg(&k).arg(&nk).arg(&cols).arg(&out.a);
+            l.arg(a).arg(&k).arg(&nk).arg(&c).arg(&out);
             unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_compact", e))?;
         }
         Ok(out)
@@ -276,13 +328,13 @@ impl CudaBackend {
         src: &GpuPMat<T>,
         sg: &Geom,
         r: &GpuBuf<T>,
-    ) -> BResult<Vec<f64>> {
+    ) -> BResult<GpuCst> {
         if src.rows != dst.rows {
             return Err(BackendError::Failure(format!("point_add_into: {} rows into {}", src.rows, dst.rows)));
         }
         let n = src.rows * src.cols;
         if n == 0 {
-            return Ok(vec![0.0; src.rows]);
+            return self.c_from_host(&vec![0.0; src.rows]);
         }
         let err = self.alloc_written::<f64>(n)?;
         let (od, os) = (self.offsets(dg)?, self.offsets(sg)?);

@@ -186,6 +186,16 @@ pub trait Backend<T: Fp>: Send + Sync {
 
     /// A point expression matrix (one plane, row-major, same layout).
     type PMat: Send + Sync;
+    /// Per-row constants of point rows (f64 lower bounds), kept where the
+    /// matrices are so that a step needs no transfer.
+    type Cst: Send + Sync;
+
+    fn cst_from_host(&self, v: &[f64]) -> BResult<Self::Cst>;
+    fn cst_to_host(&self, c: &Self::Cst) -> BResult<Vec<f64>>;
+    /// `acc += inc`, each sum rounded down.
+    fn cst_add(&self, acc: &mut Self::Cst, inc: &Self::Cst) -> BResult<()>;
+    fn cst_dup(&self, c: &Self::Cst) -> BResult<Self::Cst>;
+    fn cst_compact(&self, c: &Self::Cst, keep: &[u32]) -> BResult<Self::Cst>;
 
     fn pmat_from_host(&self, rows: usize, cols: usize, a: &[T]) -> BResult<Self::PMat>;
     fn pmat_to_host(&self, m: &Self::PMat) -> BResult<Vec<T>>;
@@ -201,7 +211,7 @@ pub trait Backend<T: Fp>: Send + Sync {
         n_in: usize,
         b: (&Self::Buf, &Self::Buf),
         mag: &Magnitudes<'_, Self::Buf>,
-    ) -> BResult<(Self::PMat, Vec<f64>)>;
+    ) -> BResult<(Self::PMat, Self::Cst)>;
 
     /// Point conv step over dependence-set windows (`m = C_out·⌈kh/s⌉·⌈kw/s⌉`).
     fn point_conv(
@@ -211,7 +221,7 @@ pub trait Backend<T: Fp>: Send + Sync {
         p: &ConvParams<'_, Self, T>,
         out: &Geom,
         mag: &Magnitudes<'_, Self::Buf>,
-    ) -> BResult<(Self::PMat, Vec<f64>)>;
+    ) -> BResult<(Self::PMat, Self::Cst)>;
 
     /// Point ReLU step: `g_j = fl(a_j·λ_j)` with `λ = lam_lo` where `a_j ≥ 0`
     /// and `lam_up` (plus `a_j·mu_up` in the constant) where `a_j < 0`; the
@@ -222,7 +232,7 @@ pub trait Backend<T: Fp>: Send + Sync {
         geom: &Geom,
         p: &ReluParams<'_, Self, T>,
         r: &Self::Buf,
-    ) -> BResult<(Self::PMat, Vec<f64>)>;
+    ) -> BResult<(Self::PMat, Self::Cst)>;
 
     /// Point diagonal step through `y = x·[m_lo, m_hi] + [c_lo, c_hi]`:
     /// `g_j = fl(a_j·m_lo_j)`, the constant pays `max_m |a_j·m − g_j|·r_j`.
@@ -233,7 +243,7 @@ pub trait Backend<T: Fp>: Send + Sync {
         m: (&Self::Buf, &Self::Buf),
         c: (&Self::Buf, &Self::Buf),
         r: &Self::Buf,
-    ) -> BResult<(Self::PMat, Vec<f64>)>;
+    ) -> BResult<(Self::PMat, Self::Cst)>;
 
     /// Point MaxPool step: each coefficient moves to its selected input (or
     /// the constant `a_j·up_j`); sums of coefficients landing on one input
@@ -245,10 +255,10 @@ pub trait Backend<T: Fp>: Send + Sync {
         p: &PoolParams<'_, Self, T>,
         out: &Geom,
         r: &Self::Buf,
-    ) -> BResult<(Self::PMat, Vec<f64>)>;
+    ) -> BResult<(Self::PMat, Self::Cst)>;
 
     /// Lower bound of `Σ g_j·x_j` per row for `x ∈ [lo, hi]`.
-    fn point_concretize(&self, a: &Self::PMat, geom: &Geom, lo: &Self::Buf, hi: &Self::Buf) -> BResult<Vec<f64>>;
+    fn point_concretize(&self, a: &Self::PMat, geom: &Geom, lo: &Self::Buf, hi: &Self::Buf) -> BResult<Self::Cst>;
 
     fn point_compact(&self, a: &Self::PMat, geom: &Geom, keep: &[u32]) -> BResult<Self::PMat>;
 
@@ -261,7 +271,7 @@ pub trait Backend<T: Fp>: Send + Sync {
         src: &Self::PMat,
         src_geom: &Geom,
         r: &Self::Buf,
-    ) -> BResult<Vec<f64>>;
+    ) -> BResult<Self::Cst>;
 
     fn point_slice_cols(&self, a: &Self::PMat, start: usize, len: usize) -> BResult<Self::PMat>;
 

@@ -7,7 +7,7 @@ use crate::forward::RunState;
 use crate::geom::Geom;
 use crate::ir::{NodeId, Op};
 use crate::rows::{IntervalRows, PointRows, RowArith, sum_down};
-use polycert_interval::{Fp, fp};
+use polycert_interval::Fp;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -78,7 +78,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let geom = rows.geom.select(&idx);
             let (lo, hi) = (&rows.lo[start * cols..end * cols], &rows.hi[start * cols..end * cols]);
             let res = A::from_host(self, st, rows.start, &geom, lo, hi).and_then(|(m, d)| {
-                let cst = sum_down(&rows.cst[start..end], &d);
+                let cst = A::c_from_host(self.backend, &sum_down(&rows.cst[start..end], &d))?;
                 self.backsub_chunk::<A>(st, rows.start, geom, m, cst, &rows.group[start..end], goal, deadline)
             });
             match res {
@@ -100,12 +100,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         start: NodeId,
         geom: Geom,
         m: A::M,
-        mut cst: Vec<f64>,
+        mut cst: A::C,
         group: &[u32],
         goal: Goal,
         deadline: Option<Instant>,
     ) -> Result<Vec<f64>, AnalysisError> {
-        let n = cst.len();
+        let n = group.len();
+        let be = self.backend;
         let mut best = vec![f64::NEG_INFINITY; n];
         let mut orig: Vec<u32> = (0..n as u32).collect();
         let mut pending: Pending<Geom, A::M> = BTreeMap::new();
@@ -118,14 +119,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let top = *pending.keys().next_back().expect("pending is never empty");
             let last = top == 0;
             if last || (self.opts.early_termination && !after_relu) {
-                // Concretize every pending part over its node's bounds.
-                let mut lb = cst.clone();
+                // Concretize every pending part over its node's bounds (one
+                // transfer: the sum comes back to decide).
+                let mut sum = A::c_dup(be, &cst)?;
                 for (&node, (g, mat)) in &pending {
                     let part = A::concretize(self, st, node, mat, g)?;
-                    for (l, p) in lb.iter_mut().zip(part) {
-                        *l = fp::add_down(*l, p);
-                    }
+                    A::c_add(be, &mut sum, &part)?;
                 }
+                let lb = A::c_to_host(be, &sum)?;
                 let mut done_groups = Vec::new();
                 for (r, &l) in lb.iter().enumerate() {
                     let o = orig[r] as usize;
@@ -149,25 +150,27 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         *mat = A::compact(self.backend, mat, g, &keep)?;
                         *g = g.select(&keep);
                     }
-                    cst = keep.iter().map(|&r| cst[r as usize]).collect();
+                    cst = A::c_compact(be, &cst, &keep)?;
                     orig = keep.iter().map(|&r| orig[r as usize]).collect();
                 }
             }
             let (g, mat) = pending.remove(&top).expect("top exists");
             after_relu = matches!(self.net.node(top).op, Op::Relu);
             let (parts, delta) = self.step::<A>(st, top, &g, mat)?;
-            let mut delta = delta;
-            for (node, g2, m2) in parts {
-                let d = self.merge::<A>(st, &mut pending, node, g2, m2)?;
-                delta = sum_down(&delta, &d);
+            if let Some(d) = delta {
+                A::c_add(be, &mut cst, &d)?;
             }
-            cst = sum_down(&cst, &delta);
+            for (node, g2, m2) in parts {
+                if let Some(d) = self.merge::<A>(st, &mut pending, node, g2, m2)? {
+                    A::c_add(be, &mut cst, &d)?;
+                }
+            }
         }
         Ok(best)
     }
 
     /// Adds an expression part into the pending set (residual merge);
-    /// returns the constant increments the sums cost.
+    /// returns the constant increments the sums cost, if any.
     fn merge<A: RowArith<B, T>>(
         &self,
         st: &mut RunState<T, B::Buf>,
@@ -175,45 +178,46 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         node: NodeId,
         g: Geom,
         m: A::M,
-    ) -> Result<Vec<f64>, AnalysisError> {
+    ) -> Result<Option<A::C>, AnalysisError> {
         let rows = g.rows();
         Ok(match pending.remove(&node) {
             None => {
                 pending.insert(node, (g, m));
-                vec![0.0; rows]
+                None
             }
             Some((g0, mut m0)) if g0 == g => {
                 let d = A::add_into(self, st, node, &mut m0, &g0, &m, &g)?;
                 pending.insert(node, (g0, m0));
-                d
+                Some(d)
             }
             Some((g0, m0)) => {
                 let u = g0.union(&g).unwrap_or_else(|| Geom::full(g.shape, rows));
                 let mut z = A::zeros(self.backend, rows, u.cols())?;
-                let d0 = A::add_into(self, st, node, &mut z, &u, &m0, &g0)?;
+                let mut d0 = A::add_into(self, st, node, &mut z, &u, &m0, &g0)?;
                 let d1 = A::add_into(self, st, node, &mut z, &u, &m, &g)?;
                 pending.insert(node, (u, z));
-                sum_down(&d0, &d1)
+                A::c_add(self.backend, &mut d0, &d1)?;
+                Some(d0)
             }
         })
     }
 
     /// Converts to the full window (the dense case); also returns the
-    /// constant increments (zero: adding into zeros is exact).
+    /// constant increments, if any.
     fn to_full<A: RowArith<B, T>>(
         &self,
         st: &mut RunState<T, B::Buf>,
         node: NodeId,
         g: &Geom,
         m: A::M,
-    ) -> Result<(A::M, Vec<f64>), AnalysisError> {
+    ) -> Result<(A::M, Option<A::C>), AnalysisError> {
         if g.is_full() {
-            return Ok((m, vec![0.0; g.rows()]));
+            return Ok((m, None));
         }
         let full = Geom::full(g.shape, g.rows());
         let mut z = A::zeros(self.backend, g.rows(), full.cols())?;
         let d = A::add_into(self, st, node, &mut z, &full, &m, g)?;
-        Ok((z, d))
+        Ok((z, Some(d)))
     }
 
     /// One backsubstitution step through node `k`.
@@ -224,7 +228,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         k: NodeId,
         g: &Geom,
         m: A::M,
-    ) -> Result<(Vec<(NodeId, Geom, A::M)>, Vec<f64>), AnalysisError> {
+    ) -> Result<(Vec<(NodeId, Geom, A::M)>, Option<A::C>), AnalysisError> {
         let node = self.net.node(k);
         let be = self.backend;
         let x = node.inputs[0];
@@ -233,39 +237,42 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(match &node.op {
             Op::Dense { .. } => {
                 let (m, d0) = self.to_full::<A>(st, k, g, m)?;
-                let (m2, d) = A::dense(self, st, k, &m)?;
-                (vec![(x, Geom::full(in_shape, rows), m2)], sum_down(&d0, &d))
+                let (m2, mut d) = A::dense(self, st, k, &m)?;
+                if let Some(d0) = d0 {
+                    A::c_add(be, &mut d, &d0)?;
+                }
+                (vec![(x, Geom::full(in_shape, rows), m2)], Some(d))
             }
             Op::Conv2d(conv) => {
                 let out = g.through_conv(conv, in_shape);
                 let (m2, d) = A::conv(self, st, k, &m, g, &out)?;
-                (vec![(x, out, m2)], d)
+                (vec![(x, out, m2)], Some(d))
             }
             Op::Relu => {
                 let (m2, d) = A::relu(self, st, k, &m, g)?;
-                (vec![(x, g.relabel(in_shape), m2)], d)
+                (vec![(x, g.relabel(in_shape), m2)], Some(d))
             }
             Op::Add => {
                 let (m2, d) = A::diag(self, st, k, &m, g)?;
                 let all: Vec<u32> = (0..rows as u32).collect();
                 let copy = A::compact(be, &m2, g, &all)?;
                 let y = node.inputs[1];
-                (vec![(x, g.relabel(in_shape), m2), (y, g.relabel(self.net.node(y).shape), copy)], d)
+                (vec![(x, g.relabel(in_shape), m2), (y, g.relabel(self.net.node(y).shape), copy)], Some(d))
             }
             Op::ChannelAffine { .. } => {
                 let (m2, d) = A::diag(self, st, k, &m, g)?;
-                (vec![(x, g.relabel(in_shape), m2)], d)
+                (vec![(x, g.relabel(in_shape), m2)], Some(d))
             }
             Op::AvgPool2d(_) => {
                 let Params::AvgPool { conv, .. } = &self.params[k] else { unreachable!("AvgPool params") };
                 let out = g.through_conv(conv, in_shape);
                 let (m2, d) = A::avgpool(self, st, k, &m, g, &out)?;
-                (vec![(x, out, m2)], d)
+                (vec![(x, out, m2)], Some(d))
             }
             Op::MaxPool2d(pool) => {
                 let out = g.through_window(in_shape, pool.kernel, pool.stride, (pool.pad.0, pool.pad.1));
                 let (m2, d) = A::maxpool(self, st, k, &m, g, &out)?;
-                (vec![(x, out, m2)], d)
+                (vec![(x, out, m2)], Some(d))
             }
             Op::Concat => {
                 let (wh, ww) = g.win;
@@ -277,7 +284,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     parts.push((i, g.relabel(s), A::slice_cols(be, &m, start, len)?));
                     start += len;
                 }
-                (parts, vec![0.0; rows])
+                (parts, None)
             }
             Op::Reshape => {
                 let (m, d) = self.to_full::<A>(st, k, g, m)?;

@@ -196,6 +196,33 @@ pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     assert!(ok[1].1[0].is_finite(), "no overflow below 1.7e38: {:?}", ok[1]);
 }
 
+/// Per-row constants on the backend: sums round down (below the exact sum,
+/// at most one step below the nearest), compaction and copies are exact.
+pub fn constants_round_down<B: Backend<f64>>(be: &B) {
+    let mut rng = SplitMix(17);
+    let n = 1000;
+    let mut a: Vec<f64> = (0..n).map(|i| (rng.unit() - 0.5) * 10f64.powi((i % 7) as i32 - 3)).collect();
+    let b: Vec<f64> = (0..n).map(|i| (rng.unit() - 0.5) * 10f64.powi((i % 5) as i32 - 2)).collect();
+    a[0] = f64::NEG_INFINITY;
+    let mut acc = be.cst_from_host(&a).expect("upload");
+    let copy = be.cst_dup(&acc).expect("dup");
+    be.cst_add(&mut acc, &be.cst_from_host(&b).expect("upload")).expect("add");
+    let sum = be.cst_to_host(&acc).expect("download");
+    assert_eq!(sum[0], f64::NEG_INFINITY);
+    for i in 1..n {
+        let s = a[i] + b[i];
+        let bb = s - a[i];
+        let err = (a[i] - (s - bb)) + (b[i] - bb); // exact sum = s + err
+        let below = sum[i] < s || (sum[i] == s && err >= 0.0);
+        assert!(below && sum[i] >= s.next_down(), "{} + {} gave {}", a[i], b[i], sum[i]);
+    }
+    assert_eq!(be.cst_to_host(&copy).expect("download"), a, "dup is a copy");
+    let keep = [5u32, 0, 999, 5];
+    let k = be.cst_to_host(&be.cst_compact(&acc, &keep).expect("compact")).expect("download");
+    assert_eq!(k, keep.iter().map(|&r| sum[r as usize]).collect::<Vec<_>>());
+    assert!(be.cst_compact(&acc, &[1000]).is_err(), "row out of range is an error");
+}
+
 /// Instantiates the conformance suite for a backend expression, once per
 /// arithmetic (modules `point` and `interval`).
 #[macro_export]
@@ -203,6 +230,10 @@ macro_rules! backend_conformance_tests {
     ($make:expr) => {
         mod point {
             $crate::backend_conformance_suite!($make, $crate::Arith::Point);
+            #[test]
+            fn constants_round_down() {
+                $crate::conformance::constants_round_down(&$make);
+            }
         }
         mod interval {
             $crate::backend_conformance_suite!($make, $crate::Arith::Interval);

@@ -12,12 +12,14 @@ use polycert_interval::{Fp, fp};
 
 type R<X> = Result<X, AnalysisError>;
 /// A step's result: the matrix over the next node and per-row constant increments.
-pub(crate) type StepOut<M> = R<(M, Vec<f64>)>;
+pub(crate) type StepOut<M, C> = R<(M, C)>;
 
 /// One arithmetic for expression matrices. Node `k` is the node a step
 /// goes through; its inputs' bounds pay for the point arithmetic's rounding.
 pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
     type M: Send + Sync;
+    /// Per-row constants, wherever the arithmetic keeps them.
+    type C: Send + Sync;
     /// Bytes per coefficient.
     const PLANES: usize;
     /// A matrix over `node` from host planes (`lo ≤ coefficient ≤ hi`), and
@@ -29,17 +31,18 @@ pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
         g: &Geom,
         lo: &[T],
         hi: &[T],
-    ) -> StepOut<Self::M>;
+    ) -> R<(Self::M, Vec<f64>)>;
+    fn c_from_host(be: &B, v: &[f64]) -> R<Self::C>;
+    fn c_to_host(be: &B, c: &Self::C) -> R<Vec<f64>>;
+    /// `acc += inc`, rounded down.
+    fn c_add(be: &B, acc: &mut Self::C, inc: &Self::C) -> R<()>;
+    fn c_dup(be: &B, c: &Self::C) -> R<Self::C>;
+    fn c_compact(be: &B, c: &Self::C, keep: &[u32]) -> R<Self::C>;
     fn zeros(be: &B, rows: usize, cols: usize) -> R<Self::M>;
     fn compact(be: &B, m: &Self::M, g: &Geom, keep: &[u32]) -> R<Self::M>;
     fn slice_cols(be: &B, m: &Self::M, start: usize, len: usize) -> R<Self::M>;
-    fn concretize(
-        an: &Analyzer<B, T>,
-        st: &mut RunState<T, B::Buf>,
-        node: NodeId,
-        m: &Self::M,
-        g: &Geom,
-    ) -> R<Vec<f64>>;
+    fn concretize(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, node: NodeId, m: &Self::M, g: &Geom)
+    -> R<Self::C>;
     /// `dst += src` over `node`; returns the constant increments.
     #[allow(clippy::too_many_arguments)]
     fn add_into(
@@ -50,8 +53,8 @@ pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
         dg: &Geom,
         src: &Self::M,
         sg: &Geom,
-    ) -> R<Vec<f64>>;
-    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &Self::M) -> StepOut<Self::M>;
+    ) -> R<Self::C>;
+    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &Self::M) -> StepOut<Self::M, Self::C>;
     fn conv(
         an: &Analyzer<B, T>,
         st: &mut RunState<T, B::Buf>,
@@ -59,10 +62,22 @@ pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
         m: &Self::M,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<Self::M>;
-    fn relu(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &Self::M, g: &Geom) -> StepOut<Self::M>;
+    ) -> StepOut<Self::M, Self::C>;
+    fn relu(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &Self::M,
+        g: &Geom,
+    ) -> StepOut<Self::M, Self::C>;
     /// The per-neuron affine steps (Add, ChannelAffine).
-    fn diag(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &Self::M, g: &Geom) -> StepOut<Self::M>;
+    fn diag(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &Self::M,
+        g: &Geom,
+    ) -> StepOut<Self::M, Self::C>;
     fn avgpool(
         an: &Analyzer<B, T>,
         st: &mut RunState<T, B::Buf>,
@@ -70,7 +85,7 @@ pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
         m: &Self::M,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<Self::M>;
+    ) -> StepOut<Self::M, Self::C>;
     fn maxpool(
         an: &Analyzer<B, T>,
         st: &mut RunState<T, B::Buf>,
@@ -78,7 +93,7 @@ pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
         m: &Self::M,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<Self::M>;
+    ) -> StepOut<Self::M, Self::C>;
 }
 
 /// Elementwise sum rounded down.
@@ -138,7 +153,27 @@ pub(crate) struct IntervalRows;
 
 impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
     type M = B::Mat;
+    type C = Vec<f64>;
     const PLANES: usize = 2;
+
+    fn c_from_host(_: &B, v: &[f64]) -> R<Vec<f64>> {
+        Ok(v.to_vec())
+    }
+    fn c_to_host(_: &B, c: &Vec<f64>) -> R<Vec<f64>> {
+        Ok(c.clone())
+    }
+    fn c_add(_: &B, acc: &mut Vec<f64>, inc: &Vec<f64>) -> R<()> {
+        for (a, i) in acc.iter_mut().zip(inc) {
+            *a = fp::add_down(*a, *i);
+        }
+        Ok(())
+    }
+    fn c_dup(_: &B, c: &Vec<f64>) -> R<Vec<f64>> {
+        Ok(c.clone())
+    }
+    fn c_compact(_: &B, c: &Vec<f64>, keep: &[u32]) -> R<Vec<f64>> {
+        Ok(keep.iter().map(|&r| c[r as usize]).collect())
+    }
 
     fn from_host(
         an: &Analyzer<B, T>,
@@ -147,7 +182,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
         g: &Geom,
         lo: &[T],
         hi: &[T],
-    ) -> StepOut<B::Mat> {
+    ) -> R<(B::Mat, Vec<f64>)> {
         Ok((an.backend.mat_from_host(g.rows(), g.cols(), lo, hi)?, vec![0.0; g.rows()]))
     }
     fn zeros(be: &B, rows: usize, cols: usize) -> R<B::Mat> {
@@ -181,7 +216,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
         an.backend.add_into(dst, dg, src, sg)?;
         Ok(vec![0.0; sg.rows()])
     }
-    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::Mat) -> StepOut<B::Mat> {
+    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::Mat) -> StepOut<B::Mat, Vec<f64>> {
         let n_in = an.net.node(an.net.node(k).inputs[0]).shape.numel();
         let (lo, hi) = bias(st, k);
         Ok(an.backend.dense_backsub(m, affine_w(&an.params, k), n_in, lo, hi)?)
@@ -193,15 +228,27 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
         m: &B::Mat,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<B::Mat> {
+    ) -> StepOut<B::Mat, Vec<f64>> {
         let (bias_lo, bias_hi) = bias(st, k);
         let p = ConvParams { conv: conv_of(&an.net.node(k).op), weight: affine_w(&an.params, k), bias_lo, bias_hi };
         Ok(an.backend.conv_backsub(m, g, &p, out)?)
     }
-    fn relu(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::Mat, g: &Geom) -> StepOut<B::Mat> {
+    fn relu(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &B::Mat,
+        g: &Geom,
+    ) -> StepOut<B::Mat, Vec<f64>> {
         Ok(an.backend.relu_backsub(m, g, &relu_params::<B, T>(st, k))?)
     }
-    fn diag(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::Mat, g: &Geom) -> StepOut<B::Mat> {
+    fn diag(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &B::Mat,
+        g: &Geom,
+    ) -> StepOut<B::Mat, Vec<f64>> {
         let (mm, c) = diag_params(st, k);
         Ok(an.backend.diag_backsub(m, g, mm, c)?)
     }
@@ -212,7 +259,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
         m: &B::Mat,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<B::Mat> {
+    ) -> StepOut<B::Mat, Vec<f64>> {
         let (Params::AvgPool { conv, w, .. }, Step::AvgPool { sum_lo, sum_hi, m_lo, m_hi, c_lo, c_hi, .. }) =
             (&an.params[k], &st.steps[k])
         else {
@@ -230,7 +277,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
         m: &B::Mat,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<B::Mat> {
+    ) -> StepOut<B::Mat, Vec<f64>> {
         Ok(an.backend.maxpool_backsub(m, g, &pool_params(an, st, k), out)?)
     }
 }
@@ -240,7 +287,24 @@ pub(crate) struct PointRows;
 
 impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
     type M = B::PMat;
+    type C = B::Cst;
     const PLANES: usize = 1;
+
+    fn c_from_host(be: &B, v: &[f64]) -> R<B::Cst> {
+        Ok(be.cst_from_host(v)?)
+    }
+    fn c_to_host(be: &B, c: &B::Cst) -> R<Vec<f64>> {
+        Ok(be.cst_to_host(c)?)
+    }
+    fn c_add(be: &B, acc: &mut B::Cst, inc: &B::Cst) -> R<()> {
+        Ok(be.cst_add(acc, inc)?)
+    }
+    fn c_dup(be: &B, c: &B::Cst) -> R<B::Cst> {
+        Ok(be.cst_dup(c)?)
+    }
+    fn c_compact(be: &B, c: &B::Cst, keep: &[u32]) -> R<B::Cst> {
+        Ok(be.cst_compact(c, keep)?)
+    }
 
     /// Takes `lo` as the coefficients; where `lo < hi` (a property
     /// coefficient not representable in `T`) the constant pays `(hi − lo)·r`.
@@ -251,7 +315,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         g: &Geom,
         lo: &[T],
         hi: &[T],
-    ) -> StepOut<B::PMat> {
+    ) -> R<(B::PMat, Vec<f64>)> {
         let (rows, cols) = (g.rows(), g.cols());
         let mut cst = vec![0.0; rows];
         if lo != hi {
@@ -278,13 +342,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
     fn slice_cols(be: &B, m: &B::PMat, start: usize, len: usize) -> R<B::PMat> {
         Ok(be.point_slice_cols(m, start, len)?)
     }
-    fn concretize(
-        an: &Analyzer<B, T>,
-        st: &mut RunState<T, B::Buf>,
-        node: NodeId,
-        m: &B::PMat,
-        g: &Geom,
-    ) -> R<Vec<f64>> {
+    fn concretize(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, node: NodeId, m: &B::PMat, g: &Geom) -> R<B::Cst> {
         let (lo, hi) = an.bounds_dev(st, node)?;
         Ok(an.backend.point_concretize(m, g, lo, hi)?)
     }
@@ -296,11 +354,11 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         dg: &Geom,
         src: &B::PMat,
         sg: &Geom,
-    ) -> R<Vec<f64>> {
+    ) -> R<B::Cst> {
         let (r, _) = an.abs_dev(st, node)?;
         Ok(an.backend.point_add_into(dst, dg, src, sg, r)?)
     }
-    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::PMat) -> StepOut<B::PMat> {
+    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::PMat) -> StepOut<B::PMat, B::Cst> {
         let n_in = an.net.node(an.net.node(k).inputs[0]).shape.numel();
         let r1 = an.wabs_dev(st, k)?;
         let (lo, hi) = bias(st, k);
@@ -314,21 +372,33 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         m: &B::PMat,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<B::PMat> {
+    ) -> StepOut<B::PMat, B::Cst> {
         let r1 = an.wabs_dev(st, k)?;
         let (bias_lo, bias_hi) = bias(st, k);
         let p = ConvParams { conv: conv_of(&an.net.node(k).op), weight: affine_w(&an.params, k), bias_lo, bias_hi };
         let mag = Magnitudes { wr: st.wabs[k].as_ref().expect("computed"), r1 };
         Ok(an.backend.point_conv(m, g, &p, out, &mag)?)
     }
-    fn relu(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::PMat, g: &Geom) -> StepOut<B::PMat> {
+    fn relu(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &B::PMat,
+        g: &Geom,
+    ) -> StepOut<B::PMat, B::Cst> {
         an.abs_dev(st, an.net.node(k).inputs[0])?;
         let r = &st.abs[an.net.node(k).inputs[0]].as_ref().expect("computed").0;
         Ok(an.backend.point_relu(m, g, &relu_params::<B, T>(st, k), r)?)
     }
     /// For Add the multiplier is exactly 1, so no rounding arises and the
     /// node's own magnitudes serve; ChannelAffine pays with its input's.
-    fn diag(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::PMat, g: &Geom) -> StepOut<B::PMat> {
+    fn diag(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &B::PMat,
+        g: &Geom,
+    ) -> StepOut<B::PMat, B::Cst> {
         let x = if matches!(an.net.node(k).op, Op::Add) { k } else { an.net.node(k).inputs[0] };
         an.abs_dev(st, x)?;
         let r = &st.abs[x].as_ref().expect("computed").0;
@@ -342,7 +412,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         m: &B::PMat,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<B::PMat> {
+    ) -> StepOut<B::PMat, B::Cst> {
         let r1 = an.wabs_dev(st, k)?;
         let (Params::AvgPool { conv, w, .. }, Step::AvgPool { sum_lo, sum_hi, m_lo, m_hi, c_lo, c_hi, sum_abs }) =
             (&an.params[k], &st.steps[k])
@@ -352,8 +422,9 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         let (m1, d1) = an.backend.point_diag(m, g, (m_lo, m_hi), (c_lo, c_hi), sum_abs)?;
         let p = ConvParams { conv, weight: w, bias_lo: sum_lo, bias_hi: sum_hi };
         let mag = Magnitudes { wr: st.wabs[k].as_ref().expect("computed"), r1 };
-        let (m2, d2) = an.backend.point_conv(&m1, g, &p, out, &mag)?;
-        Ok((m2, sum_down(&d1, &d2)))
+        let (m2, mut d2) = an.backend.point_conv(&m1, g, &p, out, &mag)?;
+        an.backend.cst_add(&mut d2, &d1)?;
+        Ok((m2, d2))
     }
     fn maxpool(
         an: &Analyzer<B, T>,
@@ -362,7 +433,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         m: &B::PMat,
         g: &Geom,
         out: &Geom,
-    ) -> StepOut<B::PMat> {
+    ) -> StepOut<B::PMat, B::Cst> {
         an.abs_dev(st, an.net.node(k).inputs[0])?;
         let r = &st.abs[an.net.node(k).inputs[0]].as_ref().expect("computed").0;
         Ok(an.backend.point_maxpool(m, g, &pool_params(an, st, k), out, r)?)

@@ -247,7 +247,7 @@ fn dense<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
         }
         Ok(())
     })?;
-    Ok((lbs, d))
+    Ok((lbs, be.cst_to_host(&d).map_err(e)?))
 }
 
 fn conv<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
@@ -281,7 +281,7 @@ fn conv<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
         });
         Ok(())
     })?;
-    Ok((lbs, d))
+    Ok((lbs, be.cst_to_host(&d).map_err(e)?))
 }
 
 /// A random elementwise-step case: geometry, coefficients, `r`, scales.
@@ -358,7 +358,7 @@ fn relu<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
             [lam_lo[i]; 2]
         }
     })?;
-    Ok((lbs, d))
+    Ok((lbs, be.cst_to_host(&d).map_err(e)?))
 }
 
 fn diag<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
@@ -376,7 +376,7 @@ fn diag<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
         c.add_prod(aj, if aj >= T::zero() { clo[i] } else { chi[i] });
         [mlo[i], mhi[i]]
     })?;
-    Ok((lbs, d))
+    Ok((lbs, be.cst_to_host(&d).map_err(e)?))
 }
 
 fn maxpool<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
@@ -422,7 +422,7 @@ fn maxpool<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
         }
         Ok(())
     })?;
-    Ok((lbs, d))
+    Ok((lbs, be.cst_to_host(&d).map_err(e)?))
 }
 
 /// Concretization is at most the exact minimum over the box (bounds may be
@@ -455,7 +455,7 @@ fn concretize<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
             Lb::new(&c)
         })
         .collect();
-    Ok((lbs, d))
+    Ok((lbs, be.cst_to_host(&d).map_err(e)?))
 }
 
 /// The residual merge `dst += src` into a window containing the source's
@@ -493,7 +493,7 @@ fn add_into<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
         }
         Ok(())
     })?;
-    Ok((lbs, d))
+    Ok((lbs, be.cst_to_host(&d).map_err(e)?))
 }
 
 /// Upload, zeros, compaction and column slices copy exactly (bit for bit).
