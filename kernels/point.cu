@@ -48,23 +48,34 @@ __device__ void point_affine_const(const T* __restrict__ a, Geom g, const int2* 
     if (threadIdx.x == 0) cst[r] = no_nan(__dadd_rd(__dadd_rd(s, -__dmul_ru(gamma, e)), -eta_r1));
 }
 
-// Point conv step, gather form: one thread per element of the window over
-// the conv input, round-to-nearest accumulation in double, one rounding to T.
+// Conv step as a GEMM, part 1: rows r0..r0+nr of `a` (window over the conv
+// output) transposed to ahat[(row, y, x), c_out].
 template <typename T>
-__device__ void point_conv(const T* __restrict__ a, Geom gi, const int2* __restrict__ offi, const T* __restrict__ w,
-                           ConvGeom cg, Geom go, const int2* __restrict__ offo, T* __restrict__ out, int rows) {
-    size_t cols_o = (size_t)go.c * go.wh * go.ww;
-    size_t cols_i = (size_t)gi.c * gi.wh * gi.ww;
+__device__ void point_conv_im(const T* __restrict__ a, Geom gi, int r0, int nr, T* __restrict__ ahat) {
+    size_t pos = (size_t)gi.wh * gi.ww, cols_i = (size_t)gi.c * pos;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= rows * cols_o) return;
-    int r = idx / cols_o;
+    if (idx >= (size_t)nr * cols_i) return;
+    size_t rl = idx / cols_i, rem = idx % cols_i, p = rem / gi.c, co = rem % gi.c;
+    ahat[idx] = a[((size_t)r0 + rl) * cols_i + co * pos + p];
+}
+
+// Part 2 (after t = ahat * W by a GEMM, t[(row, y, x), (c_in, ky, kx)]): each
+// coefficient over the conv input sums the taps that reach it, in double,
+// rounded once.
+template <typename T>
+__device__ void point_conv_col2im(const T* __restrict__ t, Geom gi, const int2* __restrict__ offi, ConvGeom cg,
+                                  Geom go, const int2* __restrict__ offo, T* __restrict__ out, int r0, int nr) {
+    size_t cols_o = (size_t)go.c * go.wh * go.ww;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)nr * cols_o) return;
+    int rl = idx / cols_o, r = r0 + rl;
     int col = idx % cols_o;
-    int tx = col % go.ww, t = col / go.ww, ty = t % go.wh, ci = t / go.wh;
+    int tx = col % go.ww, tt = col / go.ww, ty = tt % go.wh, ci = tt / go.wh;
     int iy = offo[r].x + ty, ix = offo[r].y + tx;
+    size_t taps = (size_t)go.c * cg.kh * cg.kw;
     double acc = 0.0;
     if (iy >= 0 && iy < go.h && ix >= 0 && ix < go.w) {
         int oy = offi[r].x, ox = offi[r].y;
-        const T* ar = a + r * cols_i;
         for (int ky = 0; ky < cg.kh; ky++) {
             int ty2 = iy + cg.pt - ky;
             if (ty2 < 0 || ty2 % cg.sh) continue;
@@ -75,15 +86,11 @@ __device__ void point_conv(const T* __restrict__ a, Geom gi, const int2* __restr
                 if (tx2 < 0 || tx2 % cg.sw) continue;
                 int gx = tx2 / cg.sw, wx = gx - ox;
                 if (gx >= gi.w || wx < 0 || wx >= gi.ww) continue;
-                for (int co = 0; co < gi.c; co++) {
-                    double v = (double)ar[(co * gi.wh + wy) * gi.ww + wx];
-                    if (v == 0.0) continue;
-                    acc = fma(v, (double)w[((co * go.c + ci) * cg.kh + ky) * cg.kw + kx], acc);
-                }
+                acc += (double)t[(((size_t)rl * gi.wh + wy) * gi.ww + wx) * taps + (ci * cg.kh + ky) * cg.kw + kx];
             }
         }
     }
-    out[idx] = (T)acc;
+    out[(size_t)r * cols_o + col] = (T)acc;
 }
 
 // Point ReLU (m == nullptr) or diagonal step, one block per row.
@@ -289,9 +296,12 @@ extern "C" __global__ void point_row_sum_neg(const double* err, size_t cols, dou
                                                       double* cst) {                                             \
         point_affine_const<T>(a, g, off, bl, bh, wr, gamma, er, cst);                                            \
     }                                                                                                            \
-    extern "C" __global__ void point_conv_##S(const T* a, Geom gi, const int2* offi, const T* w, ConvGeom cg,    \
-                                              Geom go, const int2* offo, T* out, int rows) {                     \
-        point_conv<T>(a, gi, offi, w, cg, go, offo, out, rows);                                                  \
+    extern "C" __global__ void point_conv_im_##S(const T* a, Geom gi, int r0, int nr, T* ahat) {                 \
+        point_conv_im<T>(a, gi, r0, nr, ahat);                                                                   \
+    }                                                                                                            \
+    extern "C" __global__ void point_conv_col2im_##S(const T* t, Geom gi, const int2* offi, ConvGeom cg, Geom go, \
+                                                     const int2* offo, T* out, int r0, int nr) {                 \
+        point_conv_col2im<T>(t, gi, offi, cg, go, offo, out, r0, nr);                                            \
     }                                                                                                            \
     extern "C" __global__ void point_diag_##S(const T* a, Geom g, const int2* off, const T* pl, const T* ph,     \
                                               const T* cl, const T* ch, const T* r, int relu, T* out,            \

@@ -22,6 +22,9 @@ pub struct GpuCst {
     pub data: CudaSlice<f64>,
 }
 
+/// Values per conv GEMM block (bounds the `rows·positions × C_in·kh·kw` scratch).
+const CONV_BLOCK_VALUES: usize = 1 << 25;
+
 /// The float model of a GEMM in `T` (round-to-nearest, FMA allowed).
 fn gemm_model<T: GpuScalar>() -> FloatModel {
     FloatModel { unit_roundoff: T::UNIT_ROUNDOFF, min_subnormal: T::MIN_SUBNORMAL.to_f64_exact() }
@@ -170,6 +173,10 @@ impl CudaBackend {
         Ok((out, cst))
     }
 
+    /// The point conv step as GEMMs: per block of rows, the window is
+    /// transposed to `(row, y, x) × C_out`, multiplied by the weights
+    /// `C_out × (C_in·kh·kw)` in cuBLAS, and the taps reaching each input
+    /// coefficient are summed (at most `m` products per coefficient in all).
     pub(crate) fn p_conv<T: GpuScalar>(
         &self,
         a: &GpuPMat<T>,
@@ -179,18 +186,31 @@ impl CudaBackend {
         wr: &GpuBuf<T>,
         r1: f64,
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
-        let res = self.p_written::<T>(a.rows, out.cols())?;
-        let n = a.rows * out.cols();
-        if n > 0 {
-            let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
-            let (gi, go, kc, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(p.conv), a.rows as i32);
-            let f = self.dev.func("point_conv", T::SUFFIX);
-            let mut l = self.dev.stream.launch_builder(f);
-            l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.weight.data).arg(&kc).arg(&go).arg(&*offo).arg(&res.a).arg(&rows);
-            unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_conv", e))?;
-        }
         let c = p.conv;
-        let m = g.shape.c * c.kernel.0.div_ceil(c.stride.0) * c.kernel.1.div_ceil(c.stride.1);
+        let res = self.p_written::<T>(a.rows, out.cols())?;
+        let (pos, c_out, taps) = (g.win.0 * g.win.1, g.shape.c, out.shape.c * c.kernel.0 * c.kernel.1);
+        if a.rows > 0 && out.cols() > 0 {
+            let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
+            let (gi, go, kc) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(c));
+            let block = (CONV_BLOCK_VALUES / (pos * taps.max(c_out)).max(1)).clamp(1, a.rows);
+            let blas = self.blas()?;
+            for r0 in (0..a.rows).step_by(block) {
+                let nr = block.min(a.rows - r0);
+                let (r0i, nri) = (r0 as i32, nr as i32);
+                let ahat = self.alloc_written::<T>(nr * pos * c_out)?;
+                let f = self.dev.func("point_conv_im", T::SUFFIX);
+                let mut l = self.dev.stream.launch_builder(f);
+                l.arg(&a.a).arg(&gi).arg(&r0i).arg(&nri).arg(&ahat);
+                unsafe { l.launch(grid_for(nr * pos * c_out)) }.map_err(|e| driver_err("point_conv_im", e))?;
+                let mut t = self.alloc::<T>(nr * pos * taps)?;
+                gemm_rm(blas, &ahat, nr * pos, c_out, &p.weight.data, taps, &mut t)?;
+                let f = self.dev.func("point_conv_col2im", T::SUFFIX);
+                let mut l = self.dev.stream.launch_builder(f);
+                l.arg(&t).arg(&gi).arg(&*offi).arg(&kc).arg(&go).arg(&*offo).arg(&res.a).arg(&r0i).arg(&nri);
+                unsafe { l.launch(grid_for(nr * out.cols())) }.map_err(|e| driver_err("point_conv_col2im", e))?;
+            }
+        }
+        let m = c_out * c.kernel.0.div_ceil(c.stride.0) * c.kernel.1.div_ceil(c.stride.1);
         let cst = self.affine_const(a, g, (p.bias_lo, p.bias_hi), wr, m, r1)?;
         Ok((res, cst))
     }
