@@ -126,6 +126,26 @@ struct ConvGeom {
     int kh, kw, sh, sw, pt, pl;
 };
 
+// Gather form of a conv or pooling window: calls f(ky, kx, gy, gx, wy, wx) for
+// every kernel tap (ky, kx) through which input position (iy, ix) feeds an
+// output (gy, gx) of `gi` lying in the row's window (offset oy, ox) at (wy, wx).
+template <typename F>
+__device__ __forceinline__ void for_each_tap_to(ConvGeom cg, Geom gi, int oy, int ox, int iy, int ix, F f) {
+    for (int ky = 0; ky < cg.kh; ky++) {
+        int ty2 = iy + cg.pt - ky;
+        if (ty2 < 0 || ty2 % cg.sh) continue;
+        int gy = ty2 / cg.sh, wy = gy - oy;
+        if (gy >= gi.h || wy < 0 || wy >= gi.wh) continue;
+        for (int kx = 0; kx < cg.kw; kx++) {
+            int tx2 = ix + cg.pl - kx;
+            if (tx2 < 0 || tx2 % cg.sw) continue;
+            int gx = tx2 / cg.sw, wx = gx - ox;
+            if (gx >= gi.w || wx < 0 || wx >= gi.ww) continue;
+            f(ky, kx, gy, gx, wy, wx);
+        }
+    }
+}
+
 template <typename T>
 __device__ void conv_backsub(const T* __restrict__ alo, const T* __restrict__ ahi, Geom gi, const int2* __restrict__ offi,
                              const T* __restrict__ w, ConvGeom cg, Geom go, const int2* __restrict__ offo,
@@ -146,29 +166,17 @@ __device__ void conv_backsub(const T* __restrict__ alo, const T* __restrict__ ah
         int oy = offi[r].x, ox = offi[r].y;
         const T* al = alo + r * cols_i;
         const T* ah = ahi + r * cols_i;
-        for (int ky = 0; ky < cg.kh; ky++) {
-            int ty2 = iy + cg.pt - ky;
-            if (ty2 < 0 || ty2 % cg.sh) continue;
-            int gy = ty2 / cg.sh;
-            int wy = gy - oy;
-            if (gy >= gi.h || wy < 0 || wy >= gi.wh) continue;
-            for (int kx = 0; kx < cg.kw; kx++) {
-                int tx2 = ix + cg.pl - kx;
-                if (tx2 < 0 || tx2 % cg.sw) continue;
-                int gx = tx2 / cg.sw;
-                int wx = gx - ox;
-                if (gx >= gi.w || wx < 0 || wx >= gi.ww) continue;
-                for (int co = 0; co < gi.c; co++) {
-                    int a = (co * gi.wh + wy) * gi.ww + wx;
-                    double l = (double)al[a], h = (double)ah[a];
-                    if (l == 0.0 && h == 0.0) continue;
-                    double x = (double)w[((co * go.c + ci) * cg.kh + ky) * cg.kw + kx];
-                    bool pos = x >= 0.0;
-                    lo = __fma_rd(pos ? l : h, x, lo);
-                    hi = __fma_ru(pos ? h : l, x, hi);
-                }
+        for_each_tap_to(cg, gi, oy, ox, iy, ix, [&](int ky, int kx, int, int, int wy, int wx) {
+            for (int co = 0; co < gi.c; co++) {
+                int a = (co * gi.wh + wy) * gi.ww + wx;
+                double l = (double)al[a], h = (double)ah[a];
+                if (l == 0.0 && h == 0.0) continue;
+                double x = (double)w[((co * go.c + ci) * cg.kh + ky) * cg.kw + kx];
+                bool pos = x >= 0.0;
+                lo = __fma_rd(pos ? l : h, x, lo);
+                hi = __fma_ru(pos ? h : l, x, hi);
             }
-        }
+        });
     }
     store_rd(&olo[idx], lo);
     store_ru(&ohi[idx], hi);
@@ -269,26 +277,16 @@ __device__ void maxpool_backsub(const T* __restrict__ alo, Geom gi, const int2* 
     if (iy >= 0 && iy < go.h && ix >= 0 && ix < go.w) {
         double me = (double)((c * go.h + iy) * go.w + ix);
         int oy = offi[r].x, ox = offi[r].y;
-        for (int ky = 0; ky < cg.kh; ky++) {
-            int ty2 = iy + cg.pt - ky;
-            if (ty2 < 0 || ty2 % cg.sh) continue;
-            int gy = ty2 / cg.sh, wy = gy - oy;
-            if (gy >= gi.h || wy < 0 || wy >= gi.wh) continue;
-            for (int kx = 0; kx < cg.kw; kx++) {
-                int tx2 = ix + cg.pl - kx;
-                if (tx2 < 0 || tx2 % cg.sw) continue;
-                int gx = tx2 / cg.sw, wx = gx - ox;
-                if (gx >= gi.w || wx < 0 || wx >= gi.ww) continue;
-                double a = (double)alo[r * cols_i + (c * gi.wh + wy) * gi.ww + wx];
-                if (a == 0.0) continue;
-                int o = (c * gi.h + gy) * gi.w + gx;
-                double s = a > 0.0 ? (double)sel_lo[o] : (double)sel_up[o];
-                if (s == me) {
-                    lo = __dadd_rd(lo, a);
-                    hi = __dadd_ru(hi, a);
-                }
+        for_each_tap_to(cg, gi, oy, ox, iy, ix, [&](int, int, int gy, int gx, int wy, int wx) {
+            double a = (double)alo[r * cols_i + (c * gi.wh + wy) * gi.ww + wx];
+            if (a == 0.0) return;
+            int o = (c * gi.h + gy) * gi.w + gx;
+            double s = a > 0.0 ? (double)sel_lo[o] : (double)sel_up[o];
+            if (s == me) {
+                lo = __dadd_rd(lo, a);
+                hi = __dadd_ru(hi, a);
             }
-        }
+        });
     }
     store_rd(&olo[idx], lo);
     store_ru(&ohi[idx], hi);

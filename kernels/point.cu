@@ -76,19 +76,9 @@ __device__ void point_conv_col2im(const T* __restrict__ t, Geom gi, const int2* 
     double acc = 0.0;
     if (iy >= 0 && iy < go.h && ix >= 0 && ix < go.w) {
         int oy = offi[r].x, ox = offi[r].y;
-        for (int ky = 0; ky < cg.kh; ky++) {
-            int ty2 = iy + cg.pt - ky;
-            if (ty2 < 0 || ty2 % cg.sh) continue;
-            int gy = ty2 / cg.sh, wy = gy - oy;
-            if (gy >= gi.h || wy < 0 || wy >= gi.wh) continue;
-            for (int kx = 0; kx < cg.kw; kx++) {
-                int tx2 = ix + cg.pl - kx;
-                if (tx2 < 0 || tx2 % cg.sw) continue;
-                int gx = tx2 / cg.sw, wx = gx - ox;
-                if (gx >= gi.w || wx < 0 || wx >= gi.ww) continue;
-                acc += (double)t[(((size_t)rl * gi.wh + wy) * gi.ww + wx) * taps + (ci * cg.kh + ky) * cg.kw + kx];
-            }
-        }
+        for_each_tap_to(cg, gi, oy, ox, iy, ix, [&](int ky, int kx, int, int, int wy, int wx) {
+            acc += (double)t[(((size_t)rl * gi.wh + wy) * gi.ww + wx) * taps + (ci * cg.kh + ky) * cg.kw + kx];
+        });
     }
     out[(size_t)r * cols_o + col] = (T)acc;
 }
@@ -160,28 +150,18 @@ __device__ void point_maxpool(const T* __restrict__ a, Geom gi, const int2* __re
     if (iy >= 0 && iy < go.h && ix >= 0 && ix < go.w) {
         me = (c * go.h + iy) * go.w + ix;
         int oy = offi[r].x, ox = offi[r].y;
-        for (int ky = 0; ky < cg.kh; ky++) {
-            int ty2 = iy + cg.pt - ky;
-            if (ty2 < 0 || ty2 % cg.sh) continue;
-            int gy = ty2 / cg.sh, wy = gy - oy;
-            if (gy >= gi.h || wy < 0 || wy >= gi.wh) continue;
-            for (int kx = 0; kx < cg.kw; kx++) {
-                int tx2 = ix + cg.pl - kx;
-                if (tx2 < 0 || tx2 % cg.sw) continue;
-                int gx = tx2 / cg.sw, wx = gx - ox;
-                if (gx >= gi.w || wx < 0 || wx >= gi.ww) continue;
-                T v = a[r * cols_i + (c * gi.wh + wy) * gi.ww + wx];
-                if (v == (T)0) continue;
-                int o = (c * gi.h + gy) * gi.w + gx;
-                double sel = v > (T)0 ? (double)sel_lo[o] : (double)sel_up[o];
-                if (sel != (double)me) continue;
-                // TwoSum: the exact error of sum + v.
-                T s2 = sum + v, bb = s2 - sum;
-                T d = (sum - (s2 - bb)) + (v - bb);
-                e = isfinite((double)s2) ? __dadd_ru(e, fabs((double)d)) : POINT_INF;
-                sum = s2;
-            }
-        }
+        for_each_tap_to(cg, gi, oy, ox, iy, ix, [&](int, int, int gy, int gx, int wy, int wx) {
+            T v = a[r * cols_i + (c * gi.wh + wy) * gi.ww + wx];
+            if (v == (T)0) return;
+            int o = (c * gi.h + gy) * gi.w + gx;
+            double sel = v > (T)0 ? (double)sel_lo[o] : (double)sel_up[o];
+            if (sel != (double)me) return;
+            // TwoSum: the exact error of sum + v.
+            T s2 = sum + v, bb = s2 - sum;
+            T d = (sum - (s2 - bb)) + (v - bb);
+            e = isfinite((double)s2) ? __dadd_ru(e, fabs((double)d)) : POINT_INF;
+            sum = s2;
+        });
     }
     out[idx] = sum;
     err[idx] = (me >= 0 && e != 0.0) ? __dmul_ru(e, (double)rr[me]) : 0.0;

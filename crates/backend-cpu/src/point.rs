@@ -3,7 +3,7 @@
 //! is bounded (`err ≥ |exact − stored|`) and paid as `err·r` in the constant.
 
 use crate::rowops::for_each_placed;
-use crate::util::{CpuPMat, for_each_in_window, lower_of, min_product, mul_outward, upper_of};
+use crate::util::{CpuPMat, column_of, for_each_in_window, lower_of, min_product, mul_outward, upper_of};
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, fp};
 use rayon::prelude::*;
@@ -127,13 +127,11 @@ pub fn point_maxpool<T: Fp>(
     out: &Geom,
     r: &[T],
 ) -> (CpuPMat<T>, Vec<f64>) {
-    let (cols, oc, si) = (a.cols, out.cols(), out.shape);
-    let (oh, ow) = out.win;
+    let (cols, oc) = (a.cols, out.cols());
     let mut res = CpuPMat { rows: a.rows, cols: oc, a: vec![T::zero(); a.rows * oc] };
     let cst = rows_mut(&mut res)
         .map(|(row, o)| {
             let ar = &a.a[row * cols..(row + 1) * cols];
-            let (qy, qx) = out.offsets[row];
             let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
             for_each_in_window(g, row, |j, i| {
                 let aj = ar[j];
@@ -148,15 +146,11 @@ pub fn point_maxpool<T: Fp>(
                     n += 1;
                     return;
                 }
-                let t = target.to_f64_exact() as usize;
-                let (c, hw) = (t / (si.h * si.w), t % (si.h * si.w));
-                let (ty, tx) = ((hw / si.w) as i32 - qy, (hw % si.w) as i32 - qx);
-                debug_assert!(ty >= 0 && tx >= 0 && (ty as usize) < oh && (tx as usize) < ow);
-                let k = (c * oh + ty as usize) * ow + tx as usize;
+                let k = column_of(out, row, target);
                 let (sk, err) = sum_err(o[k], aj);
                 o[k] = sk;
                 if err != 0.0 {
-                    e += err * r[t].to_f64_exact();
+                    e += err * r[target.to_f64_exact() as usize].to_f64_exact();
                     ne += 1;
                 }
             });

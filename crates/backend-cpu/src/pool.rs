@@ -1,6 +1,6 @@
 //! The MaxPool backsubstitution step.
 
-use crate::util::{CpuMat, for_each_in_window};
+use crate::util::{CpuMat, column_of, for_each_in_window};
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, fp};
 use rayon::prelude::*;
@@ -17,8 +17,6 @@ pub fn maxpool_backsub<T: Fp>(
 ) -> (CpuMat<T>, Vec<f64>) {
     let cols = a.cols;
     let oc = out.cols();
-    let si = out.shape;
-    let (oh, ow) = out.win;
     let mut res = CpuMat::zeros(a.rows, oc);
     let cst = res
         .lo
@@ -27,7 +25,6 @@ pub fn maxpool_backsub<T: Fp>(
         .enumerate()
         .map(|(r, (olo, ohi))| {
             let (alo, ahi) = (&a.lo[r * cols..(r + 1) * cols], &a.hi[r * cols..(r + 1) * cols]);
-            let (qy, qx) = out.offsets[r];
             let mut s = 0.0f64;
             for_each_in_window(g, r, |j, i| {
                 let (al, ah) = (alo[j].to_f64_exact(), ahi[j].to_f64_exact());
@@ -44,11 +41,7 @@ pub fn maxpool_backsub<T: Fp>(
                 if al == 0.0 {
                     return;
                 }
-                let t = target.to_f64_exact() as usize;
-                let (c, hw) = (t / (si.h * si.w), t % (si.h * si.w));
-                let (ty, tx) = ((hw / si.w) as i32 - qy, (hw % si.w) as i32 - qx);
-                debug_assert!(ty >= 0 && tx >= 0 && (ty as usize) < oh && (tx as usize) < ow);
-                let e = (c * oh + ty as usize) * ow + tx as usize;
+                let e = column_of(out, r, target);
                 olo[e] = fp::add_down(olo[e], alo[j]);
                 ohi[e] = fp::add_up(ohi[e], alo[j]);
             });

@@ -37,6 +37,17 @@ pub fn valid(off: i32, win: usize, size: usize) -> (usize, usize) {
 
 /// Calls `f(col, neuron)` for every in-range position of row `r`.
 #[inline]
+/// Column of node neuron `t` (a selected MaxPool input, stored as a float)
+/// in row `r`'s window of `g`; the neuron must lie inside the window.
+pub fn column_of<T: Fp>(g: &Geom, r: usize, t: T) -> usize {
+    let t = t.to_f64_exact() as usize;
+    let (s, (qy, qx), (wh, ww)) = (g.shape, g.offsets[r], g.win);
+    let (c, hw) = (t / (s.h * s.w), t % (s.h * s.w));
+    let (ty, tx) = ((hw / s.w) as i32 - qy, (hw % s.w) as i32 - qx);
+    debug_assert!(ty >= 0 && tx >= 0 && (ty as usize) < wh && (tx as usize) < ww);
+    (c * wh + ty as usize) * ww + tx as usize
+}
+
 pub fn for_each_in_window(g: &Geom, r: usize, mut f: impl FnMut(usize, usize)) {
     let s = g.shape;
     let (wh, ww) = g.win;

@@ -51,11 +51,20 @@ fn main() {
     let cpu_only = std::env::args().any(|a| a == "cpu");
     if cpu_only {
         let be = CpuBackend::default();
+        println!("cpu ({} threads)", std::thread::available_parallelism().map_or(1, |n| n.get()));
         for n in [256, 512, 1024] {
             println!(
-                "cpu n={n}: f32 {:.2} GFLOP/s, f64 {:.2} GFLOP/s",
+                "cpu n={n}: interval f32 {:.2} GFLOP/s, f64 {:.2} GFLOP/s",
                 bench::<_, f32>(&be, n, 3),
                 bench::<_, f64>(&be, n, 3)
+            );
+        }
+        for n in [256, 512, 1024, 2048] {
+            let reps = if n >= 2048 { 2 } else { 5 };
+            println!(
+                "cpu n={n}: point f32 {:.1} GFLOP/s, f64 {:.1} GFLOP/s",
+                bench_point::<_, f32>(&be, n, reps),
+                bench_point::<_, f64>(&be, n, reps)
             );
         }
         return;

@@ -277,13 +277,11 @@ impl CudaBackend {
         let err = self.alloc_written::<f64>(n)?;
         let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
         let (gi, go, kp, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kpool(p.pool), a.rows as i32);
-        if n > 0 {
-            let f = self.dev.func("point_maxpool", T::SUFFIX);
-            let mut l = self.dev.stream.launch_builder(f);
-            l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&*offo);
-            l.arg(&r.data).arg(&res.a).arg(&err).arg(&rows);
-            unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_maxpool", e))?;
-        }
+        let f = self.dev.func("point_maxpool", T::SUFFIX);
+        let mut l = self.dev.stream.launch_builder(f);
+        l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&*offo);
+        l.arg(&r.data).arg(&res.a).arg(&err).arg(&rows);
+        unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_maxpool", e))?;
         let cst = self.alloc_written::<f64>(a.rows)?;
         let co = cols_o as u64;
         let f = self.dev.func("point_maxpool_const", T::SUFFIX);
