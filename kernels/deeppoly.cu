@@ -384,7 +384,7 @@ __device__ void finish_affine(double lo, double hi, double mag, T b, double gamm
     store_ru(&bhi[o], __dadd_ru(bd, e));
 }
 
-// One warp per output neuron.
+// One warp per output neuron; blockIdx.y is the batch slot.
 template <typename T>
 __device__ void forward_dense(const T* __restrict__ w, const T* __restrict__ b, int n_in, int n_out,
                               const T* __restrict__ xlo, const T* __restrict__ xhi, double gamma, double eta,
@@ -392,6 +392,8 @@ __device__ void forward_dense(const T* __restrict__ w, const T* __restrict__ b, 
     int o = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (o >= n_out) return;
+    size_t si = (size_t)blockIdx.y * n_in, so = (size_t)blockIdx.y * n_out;
+    xlo += si, xhi += si, flo += so, fhi += so, blo += so, bhi += so;
     double lo = 0.0, hi = 0.0, mag = 0.0;
     for (int j = lane; j < n_in; j += 32) {
         double x = (double)w[(size_t)o * n_in + j];
@@ -409,14 +411,16 @@ __device__ void forward_dense(const T* __restrict__ w, const T* __restrict__ b, 
     if (lane == 0) finish_affine(lo, hi, mag, b[o], gamma, eta, thresh, o, flo, fhi, blo, bhi);
 }
 
-// One thread per output neuron; gamma/eta are per-neuron-count tables
-// indexed by the number of taps (1 + ci*kh*kw at most).
+// One thread per output neuron, blockIdx.y the batch slot; gamma/eta are
+// per-neuron-count tables indexed by the number of taps (1 + ci*kh*kw at most).
 template <typename T>
 __device__ void forward_conv(const T* __restrict__ w, const T* __restrict__ b, Geom gi, ConvGeom cg, int c_out, int ho,
                              int wo, const T* __restrict__ xlo, const T* __restrict__ xhi, const double* __restrict__ gamma,
                              double eta_unit, double thresh, T* flo, T* fhi, T* blo, T* bhi) {
     int o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= c_out * ho * wo) return;
+    size_t si = (size_t)blockIdx.y * gi.c * gi.h * gi.w, so = (size_t)blockIdx.y * c_out * ho * wo;
+    xlo += si, xhi += si, flo += so, fhi += so, blo += so, bhi += so;
     int co = o / (ho * wo), oy = (o / wo) % ho, ox = o % wo;
     double lo = 0.0, hi = 0.0, mag = 0.0;
     int n = 0;

@@ -11,6 +11,11 @@ __device__ __forceinline__ double unit_roundoff(double) { return 1.1102230246251
 __device__ __forceinline__ double min_subnormal(float) { return 1.40129846432481707e-45; }
 __device__ __forceinline__ double min_subnormal(double) { return 4.9406564584124654e-324; }
 
+// Start of row r's batch slot in a per-(property, neuron) table over g's node.
+__device__ __forceinline__ size_t slot_base(Geom g, const unsigned* __restrict__ prop, int r) {
+    return (size_t)prop[r] * g.c * g.h * g.w;
+}
+
 // Upper bound of a block-wide sum of terms each rounded up.
 __device__ __forceinline__ double block_sum_ru(double v) { return -block_sum_rd(-v); }
 
@@ -28,12 +33,15 @@ __device__ __forceinline__ double point_mul_err(T g, T b) {
 // Per row: min(a*b) - gamma * sum |a| wr - eta_r1, over the row's window.
 template <typename T>
 __device__ void point_affine_const(const T* __restrict__ a, Geom g, const int2* __restrict__ off,
-                                   const T* __restrict__ blo, const T* __restrict__ bhi, const T* __restrict__ wr,
-                                   double gamma, double eta_r1, double* __restrict__ cst) {
+                                   const unsigned* __restrict__ prop, const T* __restrict__ blo,
+                                   const T* __restrict__ bhi, const T* __restrict__ wr, double gamma,
+                                   const double* __restrict__ eta_r1, double* __restrict__ cst) {
     int r = blockIdx.x;
     size_t cols = (size_t)g.c * g.wh * g.ww;
     const T* ar = a + r * cols;
     int oy = off[r].x, ox = off[r].y;
+    size_t base = slot_base(g, prop, r);
+    blo += base, bhi += base, wr += base;
     double s = 0.0, e = 0.0;
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
         double aj = (double)ar[j];
@@ -45,7 +53,7 @@ __device__ void point_affine_const(const T* __restrict__ a, Geom g, const int2* 
     }
     s = block_sum_rd(s);
     e = block_sum_ru(e);
-    if (threadIdx.x == 0) cst[r] = no_nan(__dadd_rd(__dadd_rd(s, -__dmul_ru(gamma, e)), -eta_r1));
+    if (threadIdx.x == 0) cst[r] = no_nan(__dadd_rd(__dadd_rd(s, -__dmul_ru(gamma, e)), -eta_r1[prop[r]]));
 }
 
 // Conv step as a GEMM, part 1: rows r0..r0+nr of `a` (window over the conv
@@ -85,12 +93,15 @@ __device__ void point_conv_col2im(const T* __restrict__ t, Geom gi, const int2* 
 
 // Point ReLU (m == nullptr) or diagonal step, one block per row.
 template <typename T>
-__device__ void point_diag(const T* __restrict__ a, Geom g, const int2* __restrict__ off, const T* __restrict__ p_lo,
-                           const T* __restrict__ p_hi, const T* __restrict__ c_lo, const T* __restrict__ c_hi,
-                           const T* __restrict__ rr, int relu, T* __restrict__ out, double* __restrict__ cst) {
+__device__ void point_diag(const T* __restrict__ a, Geom g, const int2* __restrict__ off,
+                           const unsigned* __restrict__ prop, const T* __restrict__ p_lo, const T* __restrict__ p_hi,
+                           const T* __restrict__ c_lo, const T* __restrict__ c_hi, const T* __restrict__ rr, int relu,
+                           T* __restrict__ out, double* __restrict__ cst) {
     int r = blockIdx.x;
     size_t cols = (size_t)g.c * g.wh * g.ww;
     int oy = off[r].x, ox = off[r].y;
+    size_t base = slot_base(g, prop, r);
+    p_lo += base, p_hi += base, c_lo += base, c_hi += base, rr += base;
     double s = 0.0, e = 0.0;
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
         size_t k = r * cols + j;
@@ -133,9 +144,9 @@ __device__ void point_diag(const T* __restrict__ a, Geom g, const int2* __restri
 // writes the sum's rounding, times r, to `err` (reduced per row later).
 template <typename T>
 __device__ void point_maxpool(const T* __restrict__ a, Geom gi, const int2* __restrict__ offi,
-                              const T* __restrict__ sel_lo, const T* __restrict__ sel_up, ConvGeom cg, Geom go,
-                              const int2* __restrict__ offo, const T* __restrict__ rr, T* __restrict__ out,
-                              double* __restrict__ err, int rows) {
+                              const unsigned* __restrict__ prop, const T* __restrict__ sel_lo,
+                              const T* __restrict__ sel_up, ConvGeom cg, Geom go, const int2* __restrict__ offo,
+                              const T* __restrict__ rr, T* __restrict__ out, double* __restrict__ err, int rows) {
     size_t cols_o = (size_t)go.c * go.wh * go.ww;
     size_t cols_i = (size_t)gi.c * gi.wh * gi.ww;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -144,6 +155,8 @@ __device__ void point_maxpool(const T* __restrict__ a, Geom gi, const int2* __re
     int col = idx % cols_o;
     int tx = col % go.ww, t = col / go.ww, ty = t % go.wh, c = t / go.wh;
     int iy = offo[r].x + ty, ix = offo[r].y + tx;
+    size_t bo = slot_base(gi, prop, r);
+    sel_lo += bo, sel_up += bo, rr += slot_base(go, prop, r);
     T sum = (T)0;
     double e = 0.0;
     int me = -1;
@@ -171,12 +184,14 @@ __device__ void point_maxpool(const T* __restrict__ a, Geom gi, const int2* __re
 // gathered rounding terms `err` (cols_o per row).
 template <typename T>
 __device__ void point_maxpool_const(const T* __restrict__ a, Geom g, const int2* __restrict__ off,
-                                    const T* __restrict__ sel_lo, const T* __restrict__ sel_up,
-                                    const T* __restrict__ yup, const double* __restrict__ err, size_t cols_o,
-                                    double* __restrict__ cst) {
+                                    const unsigned* __restrict__ prop, const T* __restrict__ sel_lo,
+                                    const T* __restrict__ sel_up, const T* __restrict__ yup,
+                                    const double* __restrict__ err, size_t cols_o, double* __restrict__ cst) {
     int r = blockIdx.x;
     size_t cols = (size_t)g.c * g.wh * g.ww;
     int oy = off[r].x, ox = off[r].y;
+    size_t base = slot_base(g, prop, r);
+    sel_lo += base, sel_up += base, yup += base;
     double s = 0.0, e = 0.0;
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
         double aj = (double)a[r * cols + j];
@@ -195,11 +210,14 @@ __device__ void point_maxpool_const(const T* __restrict__ a, Geom g, const int2*
 // Lower bound of sum_j g_j * x_j over the box, per row: one product each.
 template <typename T>
 __device__ void point_concretize(const T* __restrict__ a, Geom g, const int2* __restrict__ off,
-                                 const T* __restrict__ xlo, const T* __restrict__ xhi, double* __restrict__ out) {
+                                 const unsigned* __restrict__ prop, const T* __restrict__ xlo,
+                                 const T* __restrict__ xhi, double* __restrict__ out) {
     int r = blockIdx.x;
     size_t cols = (size_t)g.c * g.wh * g.ww;
     const T* ar = a + r * cols;
     int oy = off[r].x, ox = off[r].y;
+    size_t base = slot_base(g, prop, r);
+    xlo += base, xhi += base;
     double s = 0.0;
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
         double aj = (double)ar[j];
@@ -216,8 +234,8 @@ __device__ void point_concretize(const T* __restrict__ a, Geom g, const int2* __
 // source element, reduced per row by row_sum_neg.
 template <typename T>
 __device__ void point_add_into(T* __restrict__ dst, Geom gd, const int2* __restrict__ offd, const T* __restrict__ src,
-                               Geom gs, const int2* __restrict__ offs, const T* __restrict__ rr,
-                               double* __restrict__ err, int rows) {
+                               Geom gs, const int2* __restrict__ offs, const unsigned* __restrict__ prop,
+                               const T* __restrict__ rr, double* __restrict__ err, int rows) {
     size_t cols_s = (size_t)gs.c * gs.wh * gs.ww;
     size_t cols_d = (size_t)gd.c * gd.wh * gd.ww;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -238,7 +256,7 @@ __device__ void point_add_into(T* __restrict__ dst, Geom gd, const int2* __restr
     T e = (o - (s2 - bb)) + (v - bb);
     dst[d] = s2;
     double ed = isfinite((double)s2) ? fabs((double)e) : POINT_INF;
-    if (ed != 0.0) err[idx] = __dmul_ru(ed, (double)rr[(c * gs.h + y) * gs.w + x]);
+    if (ed != 0.0) err[idx] = __dmul_ru(ed, (double)rr[slot_base(gs, prop, r) + (c * gs.h + y) * gs.w + x]);
 }
 
 // out[r] = -(sum of err over the row's cols entries), the sum rounded up.
@@ -258,6 +276,14 @@ __device__ void point_compact(const T* __restrict__ a, const unsigned* __restric
     out[idx] = a[(size_t)keep[idx / cols] * cols + idx % cols];
 }
 
+// One coefficient per row into a zeroed matrix (rows bounding single neurons).
+template <typename T>
+__device__ void point_unit(T* __restrict__ out, size_t cols, const unsigned* __restrict__ col,
+                           const T* __restrict__ val, int rows) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) out[(size_t)r * cols + col[r]] = val[r];
+}
+
 template <typename T>
 __device__ void point_slice_cols(const T* __restrict__ a, int rows, size_t cols, size_t start, size_t len,
                                  T* __restrict__ out) {
@@ -271,10 +297,10 @@ extern "C" __global__ void point_row_sum_neg(const double* err, size_t cols, dou
 }
 
 #define INSTANTIATE_POINT(T, S)                                                                                    \
-    extern "C" __global__ void point_affine_const_##S(const T* a, Geom g, const int2* off, const T* bl,           \
-                                                      const T* bh, const T* wr, double gamma, double er,          \
-                                                      double* cst) {                                             \
-        point_affine_const<T>(a, g, off, bl, bh, wr, gamma, er, cst);                                            \
+    extern "C" __global__ void point_affine_const_##S(const T* a, Geom g, const int2* off, const unsigned* pr,    \
+                                                      const T* bl, const T* bh, const T* wr, double gamma,        \
+                                                      const double* er, double* cst) {                           \
+        point_affine_const<T>(a, g, off, pr, bl, bh, wr, gamma, er, cst);                                        \
     }                                                                                                            \
     extern "C" __global__ void point_conv_im_##S(const T* a, Geom gi, int r0, int nr, T* ahat) {                 \
         point_conv_im<T>(a, gi, r0, nr, ahat);                                                                   \
@@ -283,31 +309,35 @@ extern "C" __global__ void point_row_sum_neg(const double* err, size_t cols, dou
                                                      const int2* offo, T* out, int r0, int nr) {                 \
         point_conv_col2im<T>(t, gi, offi, cg, go, offo, out, r0, nr);                                            \
     }                                                                                                            \
-    extern "C" __global__ void point_diag_##S(const T* a, Geom g, const int2* off, const T* pl, const T* ph,     \
-                                              const T* cl, const T* ch, const T* r, int relu, T* out,            \
-                                              double* cst) {                                                     \
-        point_diag<T>(a, g, off, pl, ph, cl, ch, r, relu, out, cst);                                             \
+    extern "C" __global__ void point_diag_##S(const T* a, Geom g, const int2* off, const unsigned* pr,          \
+                                              const T* pl, const T* ph, const T* cl, const T* ch, const T* r,    \
+                                              int relu, T* out, double* cst) {                                   \
+        point_diag<T>(a, g, off, pr, pl, ph, cl, ch, r, relu, out, cst);                                         \
     }                                                                                                            \
-    extern "C" __global__ void point_maxpool_##S(const T* a, Geom gi, const int2* offi, const T* sl, const T* su, \
-                                                 ConvGeom cg, Geom go, const int2* offo, const T* r, T* out,     \
-                                                 double* err, int rows) {                                        \
-        point_maxpool<T>(a, gi, offi, sl, su, cg, go, offo, r, out, err, rows);                                  \
+    extern "C" __global__ void point_maxpool_##S(const T* a, Geom gi, const int2* offi, const unsigned* pr,      \
+                                                 const T* sl, const T* su, ConvGeom cg, Geom go, const int2* offo, \
+                                                 const T* r, T* out, double* err, int rows) {                    \
+        point_maxpool<T>(a, gi, offi, pr, sl, su, cg, go, offo, r, out, err, rows);                              \
     }                                                                                                            \
-    extern "C" __global__ void point_maxpool_const_##S(const T* a, Geom g, const int2* off, const T* sl,         \
-                                                       const T* su, const T* yu, const double* err,              \
+    extern "C" __global__ void point_maxpool_const_##S(const T* a, Geom g, const int2* off, const unsigned* pr,  \
+                                                       const T* sl, const T* su, const T* yu, const double* err, \
                                                        size_t cols_o, double* cst) {                             \
-        point_maxpool_const<T>(a, g, off, sl, su, yu, err, cols_o, cst);                                         \
+        point_maxpool_const<T>(a, g, off, pr, sl, su, yu, err, cols_o, cst);                                     \
     }                                                                                                            \
-    extern "C" __global__ void point_concretize_##S(const T* a, Geom g, const int2* off, const T* xl,            \
-                                                    const T* xh, double* out) {                                  \
-        point_concretize<T>(a, g, off, xl, xh, out);                                                             \
+    extern "C" __global__ void point_concretize_##S(const T* a, Geom g, const int2* off, const unsigned* pr,     \
+                                                    const T* xl, const T* xh, double* out) {                     \
+        point_concretize<T>(a, g, off, pr, xl, xh, out);                                                         \
     }                                                                                                            \
     extern "C" __global__ void point_add_into_##S(T* d, Geom gd, const int2* offd, const T* s, Geom gs,          \
-                                                  const int2* offs, const T* r, double* err, int rows) {         \
-        point_add_into<T>(d, gd, offd, s, gs, offs, r, err, rows);                                               \
+                                                  const int2* offs, const unsigned* pr, const T* r, double* err, \
+                                                  int rows) {                                                    \
+        point_add_into<T>(d, gd, offd, s, gs, offs, pr, r, err, rows);                                           \
     }                                                                                                            \
     extern "C" __global__ void point_compact_##S(const T* a, const unsigned* keep, int n, size_t cols, T* out) { \
         point_compact<T>(a, keep, n, cols, out);                                                                 \
+    }                                                                                                            \
+    extern "C" __global__ void point_unit_##S(T* out, size_t cols, const unsigned* col, const T* val, int rows) { \
+        point_unit<T>(out, cols, col, val, rows);                                                                \
     }                                                                                                            \
     extern "C" __global__ void point_slice_cols_##S(const T* a, int rows, size_t cols, size_t start, size_t len, \
                                                     T* out) {                                                    \

@@ -150,7 +150,7 @@ pub fn point_maxpool<T: Fp>(
                 let (sk, err) = sum_err(o[k], aj);
                 o[k] = sk;
                 if err != 0.0 {
-                    e += err * r[target.to_f64_exact() as usize].to_f64_exact();
+                    e += err * r[out.table_base(row) + target.to_f64_exact() as usize].to_f64_exact();
                     ne += 1;
                 }
             });
@@ -205,7 +205,8 @@ pub fn point_concretize<T: Fp>(a: &CpuPMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> 
                 n += 1;
             };
             if full {
-                (0..cols).for_each(|j| term(j, j));
+                let base = g.table_base(r);
+                (0..cols).for_each(|j| term(j, base + j));
             } else {
                 for_each_in_window(g, r, term);
             }

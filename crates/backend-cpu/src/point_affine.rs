@@ -13,11 +13,12 @@ pub fn gemm_model<T: Fp>() -> FloatModel {
 }
 
 /// Per row: `min(a·b) − γ_m·|a|·wr − (m+2)·η·r1`, rounded down, over the
-/// row's in-range window of `g` (a non-finite result becomes −∞).
-pub fn affine_constants<T: Fp>(a: &CpuPMat<T>, g: &Geom, b: (&[T], &[T]), wr: &[T], m: usize, r1: f64) -> Vec<f64> {
+/// row's in-range window of `g` (a non-finite result becomes −∞); `r1` is
+/// per batch slot.
+pub fn affine_constants<T: Fp>(a: &CpuPMat<T>, g: &Geom, b: (&[T], &[T]), wr: &[T], m: usize, r1: &[f64]) -> Vec<f64> {
     let model = gemm_model::<T>();
     let gamma = model.gamma(m);
-    let eta = fp::mul_up(fp::mul_up((m + 2) as f64, model.min_subnormal), r1);
+    let eta_m = fp::mul_up((m + 2) as f64, model.min_subnormal);
     let cols = a.cols;
     (0..a.rows)
         .into_par_iter()
@@ -35,6 +36,7 @@ pub fn affine_constants<T: Fp>(a: &CpuPMat<T>, g: &Geom, b: (&[T], &[T]), wr: &[
                 e += aj.abs() * wr[i].to_f64_exact();
                 n += 1;
             });
+            let eta = fp::mul_up(eta_m, r1[g.props[r] as usize]);
             let err = fp::add_up(fp::mul_up(gamma, upper_of(n, e)), eta);
             let c = fp::sub_down(lower_of(n, s, mg), err);
             if c.is_nan() { f64::NEG_INFINITY } else { c }
@@ -81,15 +83,16 @@ pub fn gemm<T: Fp>(a: &[T], rows: usize, n_out: usize, w: &[T], n_in: usize) -> 
 /// The point dense step.
 pub fn point_dense<T: Fp>(
     a: &CpuPMat<T>,
+    ga: &Geom,
     w: &[T],
     n_in: usize,
     b: (&[T], &[T]),
     wr: &[T],
-    r1: f64,
+    r1: &[f64],
 ) -> (CpuPMat<T>, Vec<f64>) {
     let n_out = a.cols;
     let g = gemm(&a.a, a.rows, n_out, w, n_in);
-    let cst = affine_constants(a, &Geom::full(Shape::flat(n_out), a.rows), b, wr, n_out, r1);
+    let cst = affine_constants(a, &ga.full_over(Shape::flat(n_out)), b, wr, n_out, r1);
     (CpuPMat { rows: a.rows, cols: n_in, a: g }, cst)
 }
 
@@ -109,7 +112,7 @@ pub fn point_conv<T: Fp>(
     b: (&[T], &[T]),
     out: &Geom,
     wr: &[T],
-    r1: f64,
+    r1: &[f64],
 ) -> (CpuPMat<T>, Vec<f64>) {
     let (so, si) = (g.shape, out.shape);
     let (kh, kw) = conv.kernel;

@@ -89,7 +89,8 @@ pub fn concretize<T: Fp>(a: &CpuMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64
                 n += 1;
             };
             if g.is_full() {
-                (0..cols).for_each(|j| term(j, j));
+                let base = g.table_base(r);
+                (0..cols).for_each(|j| term(j, base + j));
             } else {
                 for_each_in_window(g, r, term);
             }
@@ -119,10 +120,12 @@ pub fn add_into<T: Fp>(dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geo
     });
 }
 
-/// Calls `f(src_col, dst_col, neuron)` for every in-range position of row
-/// `r` of a source window `sg` placed in a destination window `dg`.
+/// Calls `f(src_col, dst_col, idx)` for every in-range position of row
+/// `r` of a source window `sg` placed in a destination window `dg`; `idx`
+/// indexes per-(property, neuron) tables.
 pub fn for_each_placed(dg: &Geom, sg: &Geom, r: usize, mut f: impl FnMut(usize, usize, usize)) {
     let s = sg.shape;
+    let base = sg.table_base(r);
     let ((swh, sww), (dh, dw)) = (sg.win, dg.win);
     let ((oy, ox), (dy, dx)) = (sg.offsets[r], dg.offsets[r]);
     let (y0, y1) = valid(oy, swh, s.h);
@@ -136,7 +139,7 @@ pub fn for_each_placed(dg: &Geom, sg: &Geom, r: usize, mut f: impl FnMut(usize, 
         for wy in y0..y1 {
             let gy = (oy + wy as i32) as usize;
             let ty = (oy + wy as i32 - dy) as usize;
-            let (src, dst, nrn) = ((c * swh + wy) * sww, (c * dh + ty) * dw, (c * s.h + gy) * s.w);
+            let (src, dst, nrn) = ((c * swh + wy) * sww, (c * dh + ty) * dw, base + (c * s.h + gy) * s.w);
             for wx in x0..x1 {
                 let gx = (ox + wx as i32) as usize;
                 f(src + wx, dst + (ox + wx as i32 - dx) as usize, nrn + gx);

@@ -35,8 +35,6 @@ pub fn valid(off: i32, win: usize, size: usize) -> (usize, usize) {
     (w0.min(w1), w1)
 }
 
-/// Calls `f(col, neuron)` for every in-range position of row `r`.
-#[inline]
 /// Column of node neuron `t` (a selected MaxPool input, stored as a float)
 /// in row `r`'s window of `g`; the neuron must lie inside the window.
 pub fn column_of<T: Fp>(g: &Geom, r: usize, t: T) -> usize {
@@ -48,13 +46,18 @@ pub fn column_of<T: Fp>(g: &Geom, r: usize, t: T) -> usize {
     (c * wh + ty as usize) * ww + tx as usize
 }
 
+/// Calls `f(col, idx)` for every in-range position of row `r`, where `idx`
+/// indexes per-(property, neuron) tables: the row's batch slot base plus
+/// the neuron.
+#[inline]
 pub fn for_each_in_window(g: &Geom, r: usize, mut f: impl FnMut(usize, usize)) {
     let s = g.shape;
     let (wh, ww) = g.win;
     let (oy, ox) = g.offsets[r];
+    let base = g.table_base(r);
     if (oy, ox) == (0, 0) && (wh, ww) == (s.h, s.w) {
         // A full row: columns are neurons.
-        (0..s.c * wh * ww).for_each(|j| f(j, j));
+        (0..s.c * wh * ww).for_each(|j| f(j, base + j));
         return;
     }
     let (y0, y1) = valid(oy, wh, s.h);
@@ -63,7 +66,7 @@ pub fn for_each_in_window(g: &Geom, r: usize, mut f: impl FnMut(usize, usize)) {
         for wy in y0..y1 {
             let gy = (oy + wy as i32) as usize;
             let col = (c * wh + wy) * ww;
-            let idx = (c * s.h + gy) * s.w;
+            let idx = base + (c * s.h + gy) * s.w;
             for wx in x0..x1 {
                 let gx = (ox + wx as i32) as usize;
                 f(col + wx, idx + gx);

@@ -4,7 +4,7 @@
 //! 2 per point term; the point step includes its constant (error terms).
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::{Backend, Magnitudes};
+use polycert_deeppoly::{Backend, Geom, Magnitudes, Shape};
 use polycert_interval::Fp;
 use std::time::Instant;
 
@@ -36,11 +36,12 @@ fn bench_point<B: Backend<T>, T: Fp>(be: &B, n: usize, reps: usize) -> f64 {
     let w = be.upload(&vals(n * n, 7)).unwrap();
     let b = be.upload(&vals(n, 3)).unwrap();
     let wr = be.upload(&vec![T::one(); n]).unwrap();
-    let mag = Magnitudes { wr: &wr, r1: n as f64 };
-    let _ = be.point_dense(&a, &w, n, (&b, &b), &mag).unwrap();
+    let mag = Magnitudes { wr: &wr, r1: &[n as f64] };
+    let g = Geom::full(Shape::flat(n), n);
+    let _ = be.point_dense(&a, &g, &w, n, (&b, &b), &mag).unwrap();
     let t = Instant::now();
     for _ in 0..reps {
-        let (_, c) = be.point_dense(&a, &w, n, (&b, &b), &mag).unwrap();
+        let (_, c) = be.point_dense(&a, &g, &w, n, (&b, &b), &mag).unwrap();
         let _ = be.cst_to_host(&c).unwrap(); // synchronises
     }
     let s = t.elapsed().as_secs_f64() / reps as f64;

@@ -35,6 +35,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     "point_add_into",
     "point_compact",
     "point_slice_cols",
+    "point_unit",
 ];
 
 /// Kernels with one instantiation (no type suffix).

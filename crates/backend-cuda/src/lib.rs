@@ -135,14 +135,40 @@ pub struct CudaBackend {
     /// cuBLAS handle, created on the first point GEMM.
     blas: OnceLock<CudaBlas>,
     offsets_cache: Mutex<HashMap<u64, OffsetEntry>>,
+    props_cache: Mutex<HashMap<u64, PropsEntry>>,
     /// Host time in transfers and syncs (`POLYCERT_CUDA_TRACE=1`).
     trace: trace::Trace,
 }
 
 type OffsetEntry = (Vec<(i32, i32)>, Arc<CudaSlice<i32>>);
+type PropsEntry = (Vec<u32>, Arc<CudaSlice<u32>>);
 const OFFSET_CACHE_ENTRIES: usize = 512;
 
 const BLOCK: u32 = 256;
+
+/// A device copy of `v`, cached by content in `cache`.
+fn cached<E: Clone + PartialEq + std::hash::Hash, D>(
+    cache: &Mutex<HashMap<u64, (Vec<E>, Arc<D>)>>,
+    v: &[E],
+    upload: impl FnOnce(&[E]) -> BResult<D>,
+) -> BResult<Arc<D>> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut h);
+    let key = h.finish();
+    let mut cache = cache.lock().map_err(|_| BackendError::Failure("row cache poisoned".into()))?;
+    if let Some((k, d)) = cache.get(&key)
+        && k.as_slice() == v
+    {
+        return Ok(d.clone());
+    }
+    let d = Arc::new(upload(v)?);
+    if cache.len() >= OFFSET_CACHE_ENTRIES {
+        cache.clear();
+    }
+    cache.insert(key, (v.to_vec(), d.clone()));
+    Ok(d)
+}
 
 fn grid_for(n: usize) -> LaunchConfig {
     LaunchConfig {
@@ -150,6 +176,24 @@ fn grid_for(n: usize) -> LaunchConfig {
         block_dim: (BLOCK, 1, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// `cfg` once per batch slot (`blockIdx.y`).
+fn batched(mut cfg: LaunchConfig, batch: usize) -> LaunchConfig {
+    cfg.grid_dim.1 = batch as u32;
+    cfg
+}
+
+/// The forward kernels' batch: `x` holds `batch` slots of `n_in` values,
+/// and the launch grid's y extent holds the slots.
+fn check_batch<T>(what: &str, x: (&GpuBuf<T>, &GpuBuf<T>), n_in: usize, batch: usize) -> BResult<()> {
+    if x.0.len != batch * n_in || x.1.len != batch * n_in || batch > 65535 {
+        return Err(BackendError::Failure(format!(
+            "{what}: {} and {} inputs for {batch} slots of {n_in}",
+            x.0.len, x.1.len
+        )));
+    }
+    Ok(())
 }
 
 fn per_row(rows: usize) -> LaunchConfig {
@@ -168,6 +212,7 @@ impl CudaBackend {
             budget: None,
             blas: OnceLock::new(),
             offsets_cache: Mutex::default(),
+            props_cache: Mutex::default(),
             trace: trace::Trace::from_env(),
         })
     }
@@ -217,23 +262,18 @@ impl CudaBackend {
     /// The rows' window offsets on the device, cached by content: most
     /// steps reuse a handful of row sets.
     fn offsets(&self, g: &Geom) -> BResult<Arc<CudaSlice<i32>>> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        g.offsets.hash(&mut h);
-        let key = h.finish();
-        let mut cache = self.offsets_cache.lock().map_err(|_| BackendError::Failure("offset cache poisoned".into()))?;
-        if let Some((v, d)) = cache.get(&key)
-            && *v == g.offsets
-        {
-            return Ok(d.clone());
+        cached(&self.offsets_cache, &g.offsets, |v| self.htod(&v.iter().flat_map(|&(y, x)| [y, x]).collect::<Vec<_>>()))
+    }
+
+    /// The rows' batch slots on the device (cached as the offsets), after
+    /// checking that every per-neuron table of `tables` lengths covers them:
+    /// a kernel reading past a table would read garbage, not fail.
+    fn props(&self, what: &str, g: &Geom, tables: &[usize]) -> BResult<Arc<CudaSlice<u32>>> {
+        let need = g.props.iter().max().map_or(0, |&p| p as usize + 1) * g.shape.numel();
+        if let Some(len) = tables.iter().find(|&&len| len < need) {
+            return Err(BackendError::Failure(format!("{what}: table of {len} values, rows need {need}")));
         }
-        let flat: Vec<i32> = g.offsets.iter().flat_map(|&(y, x)| [y, x]).collect();
-        let d = Arc::new(self.htod(&flat)?);
-        if cache.len() >= OFFSET_CACHE_ENTRIES {
-            cache.clear();
-        }
-        cache.insert(key, (g.offsets.clone(), d.clone()));
-        Ok(d)
+        cached(&self.props_cache, &g.props, |v| self.htod(v))
     }
 
     /// Device memory every element of which the next kernel writes.
@@ -534,16 +574,22 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.p_zeros(rows, cols)
     }
 
+    fn pmat_unit(&self, rows: usize, cols: usize, col: &[u32], val: &[T]) -> BResult<GpuPMat<T>> {
+        let _span = self.trace.span("pmat_unit");
+        self.p_unit(rows, cols, col, val)
+    }
+
     fn point_dense(
         &self,
         a: &GpuPMat<T>,
+        g: &Geom,
         w: &GpuBuf<T>,
         n_in: usize,
         b: (&GpuBuf<T>, &GpuBuf<T>),
         mag: &Magnitudes<'_, GpuBuf<T>>,
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let _span = self.trace.span("point_dense");
-        self.p_dense(a, w, n_in, b, mag.wr, mag.r1)
+        self.p_dense(a, g, w, n_in, b, mag.wr, mag.r1)
     }
 
     fn point_conv(
@@ -626,11 +672,13 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         bias: &GpuBuf<T>,
         n_in: usize,
         x: (&GpuBuf<T>, &GpuBuf<T>),
+        batch: usize,
         model: FloatModel,
     ) -> BResult<AffineForward<GpuBuf<T>>> {
         let _span = self.trace.span("forward_dense");
         let n_out = bias.len;
-        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(n_out)).collect::<BResult<_>>()?;
+        check_batch("forward_dense", x, n_in, batch)?;
+        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(batch * n_out)).collect::<BResult<_>>()?;
         let gamma = model.gamma(n_in + 1);
         let eta = fp::mul_up((n_in + 2) as f64, model.min_subnormal);
         let (ni, no) = (n_in as i32, n_out as i32);
@@ -647,11 +695,11 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
             .arg(&eta)
             .arg(&thresh);
         b.arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
-        if n_out > 0 {
-            unsafe { b.launch(grid_for(32 * n_out)) }.map_err(|e| driver_err("forward_dense", e))?;
+        if n_out > 0 && batch > 0 {
+            unsafe { b.launch(batched(grid_for(32 * n_out), batch)) }.map_err(|e| driver_err("forward_dense", e))?;
         }
         self.check("forward_dense")?;
-        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: n_out });
+        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n_out });
         let mut next = || it.next().expect("four outputs");
         Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
     }
@@ -663,9 +711,11 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         bias: &GpuBuf<T>,
         input: Shape,
         x: (&GpuBuf<T>, &GpuBuf<T>),
+        batch: usize,
         model: FloatModel,
     ) -> BResult<AffineForward<GpuBuf<T>>> {
         let _span = self.trace.span("forward_conv");
+        check_batch("forward_conv", x, input.numel(), batch)?;
         let (kh, kw) = conv.kernel;
         let ho = (input.h + conv.pad.0 + conv.pad.2 - kh) / conv.stride.0 + 1;
         let wo = (input.w + conv.pad.1 + conv.pad.3 - kw) / conv.stride.1 + 1;
@@ -673,7 +723,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let max_terms = input.c * kh * kw + 2;
         let gammas: Vec<f64> = (0..=max_terms).map(|k| model.gamma(k)).collect();
         let gam = self.htod(&gammas)?;
-        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(n)).collect::<BResult<_>>()?;
+        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(batch * n)).collect::<BResult<_>>()?;
         let (gi, kc) = (kgeom(input, (input.h, input.w)), kconv(conv));
         let (co, hoi, woi, eta) = (conv.c_out as i32, ho as i32, wo as i32, model.min_subnormal);
         let f = self.dev.func("forward_conv", T::SUFFIX);
@@ -681,11 +731,11 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         b.arg(&w.data).arg(&bias.data).arg(&gi).arg(&kc).arg(&co).arg(&hoi).arg(&woi).arg(&x.0.data).arg(&x.1.data);
         let thresh = model.overflow_threshold();
         b.arg(&gam).arg(&eta).arg(&thresh).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
-        if n > 0 {
-            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("forward_conv", e))?;
+        if n > 0 && batch > 0 {
+            unsafe { b.launch(batched(grid_for(n), batch)) }.map_err(|e| driver_err("forward_conv", e))?;
         }
         self.check("forward_conv")?;
-        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: n });
+        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n });
         let mut next = || it.next().expect("four outputs");
         Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
     }

@@ -118,12 +118,29 @@ impl CudaBackend {
         Ok(GpuPMat { rows, cols, a: self.alloc(rows * cols)? })
     }
 
+    pub(crate) fn p_unit<T: GpuScalar>(&self, rows: usize, cols: usize, col: &[u32], val: &[T]) -> BResult<GpuPMat<T>> {
+        if col.len() != rows || val.len() != rows || col.iter().any(|&c| c as usize >= cols) {
+            return Err(BackendError::Failure(format!("pmat_unit: bad columns for a {rows}x{cols} matrix")));
+        }
+        let out = self.p_zeros::<T>(rows, cols)?;
+        if rows > 0 {
+            let (dc, dv, n, c) = (self.htod(col)?, self.htod(val)?, rows as i32, cols as u64);
+            let f = self.dev.func("point_unit", T::SUFFIX);
+            let mut l = self.dev.stream.launch_builder(f);
+            l.arg(&out.a).arg(&c).arg(&dc).arg(&dv).arg(&n);
+            unsafe { l.launch(grid_for(rows)) }.map_err(|e| driver_err("point_unit", e))?;
+        }
+        Ok(out)
+    }
+
     /// A matrix the next kernel writes in full.
     fn p_written<T: GpuScalar>(&self, rows: usize, cols: usize) -> BResult<GpuPMat<T>> {
         Ok(GpuPMat { rows, cols, a: self.alloc_written(rows * cols)? })
     }
 
-    /// Per row `min(a·b) − γ_m·|a|·wr − (m+2)·η·r1`, rounded down.
+    /// Per row `min(a·b) − γ_m·|a|·wr − (m+2)·η·r1`, rounded down (`r1`
+    /// per batch slot).
+    #[allow(clippy::too_many_arguments)]
     fn affine_const<T: GpuScalar>(
         &self,
         a: &GpuPMat<T>,
@@ -131,34 +148,43 @@ impl CudaBackend {
         b: (&GpuBuf<T>, &GpuBuf<T>),
         wr: &GpuBuf<T>,
         m: usize,
-        r1: f64,
+        r1: &[f64],
     ) -> BResult<GpuCst> {
         if a.rows == 0 {
             return self.c_from_host(&[]);
         }
         let model = gemm_model::<T>();
         let gamma = model.gamma(m);
-        let eta_r1 = fp::mul_up(fp::mul_up((m + 2) as f64, model.min_subnormal), r1);
+        let eta_m = fp::mul_up((m + 2) as f64, model.min_subnormal);
+        let eta_r1: Vec<f64> = r1.iter().map(|&r| fp::mul_up(eta_m, r)).collect();
+        let n = g.shape.numel();
+        let pr = self.props("point_affine_const", g, &[b.0.len, b.1.len, wr.len, r1.len() * n])?;
+        let eta = self.htod(&eta_r1)?;
         let cst = self.alloc_written::<f64>(a.rows)?;
         let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
         let f = self.dev.func("point_affine_const", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&*off).arg(&b.0.data).arg(&b.1.data).arg(&wr.data).arg(&gamma).arg(&eta_r1);
+        l.arg(&a.a).arg(&kg).arg(&*off).arg(&*pr).arg(&b.0.data).arg(&b.1.data).arg(&wr.data).arg(&gamma).arg(&eta);
         l.arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_affine_const", e))?;
         Ok(self.cst(cst, a.rows))
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn p_dense<T: GpuScalar>(
         &self,
         a: &GpuPMat<T>,
+        g: &Geom,
         w: &GpuBuf<T>,
         n_in: usize,
         b: (&GpuBuf<T>, &GpuBuf<T>),
         wr: &GpuBuf<T>,
-        r1: f64,
+        r1: &[f64],
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let n_out = a.cols;
+        if g.rows() != a.rows {
+            return Err(BackendError::Failure(format!("point_dense: geometry of {} rows for {}", g.rows(), a.rows)));
+        }
         if w.len != n_out * n_in {
             return Err(BackendError::Failure(format!("point_dense: {} weights for {n_out}x{n_in}", w.len)));
         }
@@ -169,7 +195,7 @@ impl CudaBackend {
         };
         let blas = self.blas()?;
         gemm_rm(blas, &a.a, a.rows, n_out, &w.data, n_in, &mut out.a)?;
-        let cst = self.affine_const(a, &Geom::full(Shape::flat(n_out), a.rows), b, wr, n_out, r1)?;
+        let cst = self.affine_const(a, &g.full_over(Shape::flat(n_out)), b, wr, n_out, r1)?;
         Ok((out, cst))
     }
 
@@ -184,7 +210,7 @@ impl CudaBackend {
         p: &ConvParams<'_, Self, T>,
         out: &Geom,
         wr: &GpuBuf<T>,
-        r1: f64,
+        r1: &[f64],
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let c = p.conv;
         let res = self.p_written::<T>(a.rows, out.cols())?;
@@ -229,12 +255,21 @@ impl CudaBackend {
         if a.rows == 0 {
             return Ok((self.p_zeros::<T>(0, a.cols)?, self.c_from_host(&[])?));
         }
+        let pr = self.props("point_diag", g, &[p.0.len, p.1.len, c.0.len, c.1.len, r.len])?;
         let out = self.p_written::<T>(a.rows, a.cols)?;
         let cst = self.alloc_written::<f64>(a.rows)?;
         let (off, kg, flag) = (self.offsets(g)?, kgeom(g.shape, g.win), relu as i32);
         let f = self.dev.func("point_diag", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&*off).arg(&p.0.data).arg(&p.1.data).arg(&c.0.data).arg(&c.1.data).arg(&r.data);
+        l.arg(&a.a)
+            .arg(&kg)
+            .arg(&*off)
+            .arg(&*pr)
+            .arg(&p.0.data)
+            .arg(&p.1.data)
+            .arg(&c.0.data)
+            .arg(&c.1.data)
+            .arg(&r.data);
         l.arg(&flag).arg(&out.a).arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_diag", e))?;
         Ok((out, self.cst(cst, a.rows)))
@@ -272,6 +307,8 @@ impl CudaBackend {
         if a.rows == 0 || cols_o == 0 {
             return Ok((self.p_zeros::<T>(a.rows, cols_o)?, self.c_from_host(&vec![0.0; a.rows])?));
         }
+        let pr = self.props("point_maxpool", g, &[p.sel_lo.len, p.sel_up.len, p.up.len])?;
+        self.props("point_maxpool", out, &[r.len])?;
         let res = self.p_written::<T>(a.rows, cols_o)?;
         let n = a.rows * cols_o;
         let err = self.alloc_written::<f64>(n)?;
@@ -279,14 +316,23 @@ impl CudaBackend {
         let (gi, go, kp, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kpool(p.pool), a.rows as i32);
         let f = self.dev.func("point_maxpool", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&*offo);
+        l.arg(&a.a)
+            .arg(&gi)
+            .arg(&*offi)
+            .arg(&*pr)
+            .arg(&p.sel_lo.data)
+            .arg(&p.sel_up.data)
+            .arg(&kp)
+            .arg(&go)
+            .arg(&*offo);
         l.arg(&r.data).arg(&res.a).arg(&err).arg(&rows);
         unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_maxpool", e))?;
         let cst = self.alloc_written::<f64>(a.rows)?;
         let co = cols_o as u64;
         let f = self.dev.func("point_maxpool_const", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&p.up.data).arg(&err).arg(&co);
+        l.arg(&a.a).arg(&gi).arg(&*offi).arg(&*pr).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&p.up.data);
+        l.arg(&err).arg(&co);
         l.arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_maxpool_const", e))?;
         Ok((res, self.cst(cst, a.rows)))
@@ -302,11 +348,12 @@ impl CudaBackend {
         if a.rows == 0 {
             return self.c_from_host(&[]);
         }
+        let pr = self.props("point_concretize", g, &[lo.len, hi.len])?;
         let out = self.alloc_written::<f64>(a.rows)?;
         let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
         let f = self.dev.func("point_concretize", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&*off).arg(&lo.data).arg(&hi.data).arg(&out);
+        l.arg(&a.a).arg(&kg).arg(&*off).arg(&*pr).arg(&lo.data).arg(&hi.data).arg(&out);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_concretize", e))?;
         Ok(self.cst(out, a.rows))
     }
@@ -354,12 +401,13 @@ impl CudaBackend {
         if n == 0 {
             return self.c_from_host(&vec![0.0; src.rows]);
         }
+        let pr = self.props("point_add_into", sg, &[r.len])?;
         let err = self.alloc_written::<f64>(n)?;
         let (od, os) = (self.offsets(dg)?, self.offsets(sg)?);
         let (kd, ks, rows) = (kgeom(dg.shape, dg.win), kgeom(sg.shape, sg.win), src.rows as i32);
         let f = self.dev.func("point_add_into", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&mut dst.a).arg(&kd).arg(&*od).arg(&src.a).arg(&ks).arg(&*os).arg(&r.data).arg(&err).arg(&rows);
+        l.arg(&mut dst.a).arg(&kd).arg(&*od).arg(&src.a).arg(&ks).arg(&*os).arg(&*pr).arg(&r.data).arg(&err).arg(&rows);
         unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_add_into", e))?;
         self.row_sum_neg(&err, src.rows, src.cols)
     }

@@ -101,11 +101,23 @@ pub fn run_jobs_parallel(
     }
 }
 
-fn record<B: Backend<T>, T: Fp>(analyzer: &Analyzer<B, T>, model_name: &str, job: &Job) -> Record {
-    match analyzer.analyze(&job.property) {
-        Ok(o) => Record::from_outcome(model_name, &job.name, job.property.label, &o),
-        Err(e) => Record::error(model_name, &job.name, e.to_string()),
-    }
+/// The records of consecutive jobs, analysed as one batch (their rows share
+/// the backsubstitution GEMMs).
+fn records<B: Backend<T>, T: Fp>(analyzer: &Analyzer<B, T>, model_name: &str, jobs: &[Job]) -> Vec<Record> {
+    let props: Vec<&Property> = jobs.iter().map(|j| &j.property).collect();
+    jobs.iter()
+        .zip(analyzer.analyze_batch(&props))
+        .map(|(job, r)| match r {
+            Ok(o) => Record::from_outcome(model_name, &job.name, job.property.label, &o),
+            Err(e) => Record::error(model_name, &job.name, e.to_string()),
+        })
+        .collect()
+}
+
+/// Jobs per batch: the analyzer's capacity, and no more than an even share
+/// per worker.
+fn batch_size<B: Backend<T>, T: Fp>(analyzer: &Analyzer<B, T>, jobs: usize, workers: usize) -> usize {
+    analyzer.batch_capacity().min(jobs.div_ceil(workers.max(1))).max(1)
 }
 
 fn run_with<B: Backend<T>, T: Fp>(
@@ -126,8 +138,10 @@ fn run_with<B: Backend<T>, T: Fp>(
     }
     if backends.len() <= 1 {
         let analyzer = prepare(net, backends[0], opts, model_name)?;
-        for job in jobs {
-            sink(record(&analyzer, model_name, job))?;
+        for batch in jobs.chunks(batch_size(&analyzer, jobs.len(), 1)) {
+            for rec in records(&analyzer, model_name, batch) {
+                sink(rec)?;
+            }
         }
         return Ok(());
     }
@@ -141,9 +155,15 @@ fn run_with<B: Backend<T>, T: Fp>(
                     Ok(a) => a,
                     Err(e) => return drop(tx.send(Err(e))),
                 };
+                let size = batch_size(&analyzer, jobs.len(), backends.len());
                 loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= jobs.len() || tx.send(Ok((i, record(&analyzer, model_name, &jobs[i])))).is_err() {
+                    let i = next.fetch_add(size, std::sync::atomic::Ordering::Relaxed);
+                    if i >= jobs.len() {
+                        break;
+                    }
+                    let batch = &jobs[i..(i + size).min(jobs.len())];
+                    let recs = records(&analyzer, model_name, batch).into_iter().enumerate();
+                    if recs.map(|(k, r)| tx.send(Ok((i + k, r)))).any(|s| s.is_err()) {
                         break;
                     }
                 }

@@ -57,9 +57,14 @@ pub struct AnalysisArgs {
     /// Attack every disjunct before the analysis instead of the weakest ones after it.
     #[arg(long)]
     attack_first: bool,
-    /// Properties analysed at once (`verify` with several properties); results stay in order.
+    /// Worker threads, each analysing its own batches (CPU; CUDA uses one); results stay in order.
     #[arg(long, default_value_t = 1)]
     jobs: usize,
+    /// Properties whose rows share one backsubstitution (`verify` with several
+    /// properties; default: as many as a quarter of the memory budget holds, at
+    /// most 256; 1: one at a time; the interval arithmetic always takes one).
+    #[arg(long)]
+    batch: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -91,6 +96,7 @@ impl AnalysisArgs {
             attack_steps: self.attack_steps,
             attack_first: self.attack_first,
             timeout: timeout.map(Duration::from_secs_f64),
+            batch: self.batch,
             ..Options::default()
         }
     }

@@ -4,7 +4,7 @@
 
 use crate::backend::{Arith, BResult, Backend, BackendError};
 use crate::ir::{Network, Op};
-use crate::property::{Counterexample, Outcome, Property, PropertyError, SubProblem, Verdict};
+use crate::property::{Counterexample, PropertyError, SubProblem};
 use crate::relax::ReluLower;
 use polycert_interval::{FloatModel, Fp};
 use std::time::{Duration, Instant};
@@ -23,6 +23,10 @@ pub struct Options {
     pub refine: bool,
     /// Bytes for expression matrices (default: the backend's budget).
     pub memory_budget: Option<usize>,
+    /// Properties analysed together by [`Analyzer::analyze_batch`]
+    /// (default: as many as a quarter of the memory budget holds, at most
+    /// [`crate::batch::MAX_BATCH`]; the interval arithmetic takes one).
+    pub batch: Option<usize>,
     pub timeout: Option<Duration>,
     /// PGD steps tried when the analysis cannot prove a sub-problem (0: none).
     pub attack_steps: usize,
@@ -40,6 +44,7 @@ impl Default for Options {
             early_termination: true,
             refine: true,
             memory_budget: None,
+            batch: None,
             timeout: None,
             attack_steps: 20,
             attack_first: false,
@@ -169,82 +174,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         self.opts.memory_budget.unwrap_or_else(|| self.backend.memory_budget())
     }
 
-    /// Decides a property. Sub-problems are analysed in turn; the property
-    /// is verified only when all of them are.
-    pub fn analyze(&self, prop: &Property) -> Result<Outcome, AnalysisError> {
-        let start = Instant::now();
-        let deadline = self.opts.timeout.map(|t| start + t);
-        prop.check_dims(self.net.input_shape().numel(), self.net.output_shape().numel())?;
-        let mut first_bounds = None;
-        let mut verdict = Verdict::Verified;
-        for sp in &prop.subproblems {
-            if let Some(cex) = falsify_centre(self.net, sp) {
-                verdict = Verdict::Falsified(cex);
-                break;
-            }
-            if self.opts.attack_first && self.opts.attack_steps > 0 {
-                let all: Vec<usize> = (0..sp.unsafe_region.len()).collect();
-                if let Some(cex) = crate::attack::pgd(self.net, sp, &all, self.opts.attack_steps, deadline) {
-                    verdict = Verdict::Falsified(cex);
-                    break;
-                }
-            }
-            let r = match self.analyze_subproblem(sp, deadline) {
-                Err(AnalysisError::Timeout) => {
-                    verdict = Verdict::Timeout;
-                    break;
-                }
-                r => r?,
-            };
-            let (lbs, proved) = r;
-            if !proved {
-                let order = crate::attack::weakest_disjuncts(sp, &lbs, 3);
-                verdict = match self.opts.attack_steps {
-                    // Already attacked (every disjunct) before the analysis.
-                    _ if self.opts.attack_first => Verdict::Unknown,
-                    0 => Verdict::Unknown,
-                    n => crate::attack::pgd(self.net, sp, &order, n, deadline)
-                        .map_or(Verdict::Unknown, Verdict::Falsified),
-                };
-            }
-            first_bounds.get_or_insert(lbs);
-            if !proved {
-                break;
-            }
-        }
-        Ok(Outcome { verdict, lower_bounds: first_bounds.unwrap_or_default(), seconds: start.elapsed().as_secs_f64() })
-    }
-
     /// Certified bounds of every node's values over `input`, after the
     /// forward pass and (if enabled) the refinement pass.
     pub fn node_bounds(&self, input: &crate::property::InputBox) -> Result<Vec<NodeBounds>, AnalysisError> {
-        let mut st = self.forward_pass(input)?;
+        let mut st = self.forward_pass(&[input])?;
         if self.opts.refine {
-            self.refine_all(&mut st, self.opts.timeout.map(|t| Instant::now() + t))?;
+            self.refine_all(&mut st, &[0], self.opts.timeout.map(|t| Instant::now() + t))?;
         }
         Ok(st
             .bounds
             .iter()
             .map(|b| (b.lo.iter().map(|v| v.to_f64_exact()).collect(), b.hi.iter().map(|v| v.to_f64_exact()).collect()))
             .collect())
-    }
-
-    /// Lower bounds of every half-space row, and whether all disjuncts are
-    /// proved infeasible.
-    fn analyze_subproblem(
-        &self,
-        sp: &SubProblem,
-        deadline: Option<Instant>,
-    ) -> Result<(Vec<f64>, bool), AnalysisError> {
-        let mut st = self.forward_pass(&sp.input)?;
-        let (mut lbs, mut proved) = self.prove_output(&mut st, sp, deadline)?;
-        if !proved && self.opts.refine {
-            self.refine_all(&mut st, deadline)?;
-            let (l2, p2) = self.prove_output(&mut st, sp, deadline)?;
-            lbs = lbs.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
-            proved = p2;
-        }
-        Ok((lbs, proved))
     }
 
     pub(crate) fn check_deadline(deadline: Option<Instant>) -> Result<(), AnalysisError> {
@@ -260,7 +201,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 }
 
 /// Checks the box centre in float32 inference against the unsafe region.
-fn falsify_centre(net: &Network, sp: &SubProblem) -> Option<Counterexample> {
+pub(crate) fn falsify_centre(net: &Network, sp: &SubProblem) -> Option<Counterexample> {
     let x: Vec<f32> = sp.input.centre().iter().map(|&v| v as f32).collect();
     crate::attack::check_f32(net, sp, &x)
 }

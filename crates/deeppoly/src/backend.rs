@@ -23,6 +23,13 @@
 //!   already folded in, as sound lower bounds. Coefficients that are zero
 //!   contribute nothing (also when `r` is infinite); a non-finite
 //!   increment means the row proves nothing.
+//!
+//! Batches (point arithmetic): a row is a (property, neuron) pair. The
+//! rows of many properties share one matrix and one GEMM; per-neuron
+//! tables (bounds, relaxations, bias intervals, `r`, `|W|·r`) then hold
+//! `batch × neurons` values, property-major, and row `r` reads the slot
+//! `geom.props[r]` (see [`Geom::table_base`]). Weights are shared. The
+//! interval arithmetic runs one property at a time (slot 0).
 
 use crate::geom::Geom;
 use crate::ir::{Conv2d, Shape};
@@ -81,10 +88,10 @@ pub enum Arith {
 
 /// What a point affine step pays its rounding error with: `wr ≥ |W|·r` per
 /// output neuron of the layer and `r1 ≥ ‖r‖₁`, for `r ≥ |x|` over the
-/// layer's input `x`.
+/// layer's input `x`; one table slot (and one `r1`) per batch slot.
 pub struct Magnitudes<'a, Buf> {
     pub wr: &'a Buf,
-    pub r1: f64,
+    pub r1: &'a [f64],
 }
 
 /// Result of a forward interval step through an affine layer.
@@ -109,6 +116,12 @@ pub trait Backend<T: Fp>: Send + Sync {
 
     /// Bytes the analysis may use for expression matrices at once.
     fn memory_budget(&self) -> usize;
+
+    /// Properties worth batching together on this backend (an upper bound
+    /// on the default batch; the memory budget may lower it).
+    fn batch_hint(&self) -> usize {
+        crate::batch::MAX_BATCH
+    }
 
     fn upload(&self, data: &[T]) -> BResult<Self::Buf>;
     fn download(&self, buf: &Self::Buf) -> BResult<Vec<T>>;
@@ -201,12 +214,27 @@ pub trait Backend<T: Fp>: Send + Sync {
     fn pmat_to_host(&self, m: &Self::PMat) -> BResult<Vec<T>>;
     fn pmat_zeros(&self, rows: usize, cols: usize) -> BResult<Self::PMat>;
 
+    /// A point matrix with one coefficient per row, `val[r]` at column
+    /// `col[r]`, zeros elsewhere (the rows that bound single neurons).
+    fn pmat_unit(&self, rows: usize, cols: usize, col: &[u32], val: &[T]) -> BResult<Self::PMat> {
+        if col.len() != rows || val.len() != rows || col.iter().any(|&c| c as usize >= cols) {
+            return Err(BackendError::Failure(format!("pmat_unit: bad columns for a {rows}x{cols} matrix")));
+        }
+        let mut a = vec![T::zero(); rows * cols];
+        for (r, (&c, &v)) in col.iter().zip(val).enumerate() {
+            a[r * cols + c as usize] = v;
+        }
+        self.pmat_from_host(rows, cols, &a)
+    }
+
     /// Point dense step: `G = fl(A·W)` by a plain GEMM, and per row
     /// `min(A·b) − γ_m·|A|·wr − (m+2)·η·r1` rounded down, with `m = n_out`
-    /// and `γ`, `η` of the GEMM's arithmetic.
+    /// and `γ`, `η` of the GEMM's arithmetic. `g` is `a`'s (full) geometry
+    /// over the layer output: it gives each row's batch slot.
     fn point_dense(
         &self,
         a: &Self::PMat,
+        g: &Geom,
         w: &Self::Buf,
         n_in: usize,
         b: (&Self::Buf, &Self::Buf),
@@ -276,17 +304,21 @@ pub trait Backend<T: Fp>: Send + Sync {
     fn point_slice_cols(&self, a: &Self::PMat, start: usize, len: usize) -> BResult<Self::PMat>;
 
     /// Forward interval evaluation of a dense layer, enclosing every value
-    /// the `model`-precision inference computes.
+    /// the `model`-precision inference computes, for `batch` stacked input
+    /// boxes (`x` holds `batch × n_in` values, the results `batch × n_out`).
     fn forward_dense(
         &self,
         w: &Self::Buf,
         b: &Self::Buf,
         n_in: usize,
         x: (&Self::Buf, &Self::Buf),
+        batch: usize,
         model: FloatModel,
     ) -> BResult<AffineForward<Self::Buf>>;
 
-    /// Forward interval evaluation of a conv layer over input shape `input`.
+    /// Forward interval evaluation of a conv layer over input shape
+    /// `input`, for `batch` stacked input boxes.
+    #[allow(clippy::too_many_arguments)]
     fn forward_conv(
         &self,
         conv: &Conv2d,
@@ -294,6 +326,7 @@ pub trait Backend<T: Fp>: Send + Sync {
         b: &Self::Buf,
         input: Shape,
         x: (&Self::Buf, &Self::Buf),
+        batch: usize,
         model: FloatModel,
     ) -> BResult<AffineForward<Self::Buf>>;
 }

@@ -11,13 +11,31 @@ use polycert_interval::Fp;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+/// The starting coefficients of rows to backsubstitute.
+pub(crate) enum Coef<T> {
+    /// Host planes `rows × cols` (`lo ≤ coefficient ≤ hi`).
+    Planes { lo: Vec<T>, hi: Vec<T> },
+    /// One exact coefficient per row: `val[r]` at column `col[r]`.
+    Unit { col: Vec<u32>, val: Vec<T> },
+}
+
+impl<T: Fp> Coef<T> {
+    /// Rows `start..end` as planes, or as unit rows.
+    fn rows(&self, start: usize, end: usize, cols: usize) -> Coef<T> {
+        match self {
+            Coef::Planes { lo, hi } => {
+                Coef::Planes { lo: lo[start * cols..end * cols].to_vec(), hi: hi[start * cols..end * cols].to_vec() }
+            }
+            Coef::Unit { col, val } => Coef::Unit { col: col[start..end].to_vec(), val: val[start..end].to_vec() },
+        }
+    }
+}
+
 /// Rows to backsubstitute, all starting at one node.
 pub(crate) struct Rows<T> {
     pub start: NodeId,
     pub geom: Geom,
-    /// Host planes `rows × geom.cols()`.
-    pub lo: Vec<T>,
-    pub hi: Vec<T>,
+    pub coef: Coef<T>,
     pub cst: Vec<f64>,
     /// Rows of a group are dropped together once one of them is decided.
     pub group: Vec<u32>,
@@ -54,7 +72,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         deadline: Option<Instant>,
     ) -> Result<Vec<f64>, AnalysisError> {
         match self.opts.arith {
-            Arith::Interval => self.backsubstitute_in::<IntervalRows>(st, rows, goal, deadline),
+            Arith::Interval => {
+                // Interval kernels read per-neuron tables without batch slots.
+                debug_assert!(rows.geom.single_slot(), "the interval arithmetic runs one property at a time");
+                self.backsubstitute_in::<IntervalRows>(st, rows, goal, deadline)
+            }
             Arith::Point => self.backsubstitute_in::<PointRows>(st, rows, goal, deadline),
         }
     }
@@ -76,8 +98,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let end = (start + chunk).min(n);
             let idx: Vec<u32> = (start as u32..end as u32).collect();
             let geom = rows.geom.select(&idx);
-            let (lo, hi) = (&rows.lo[start * cols..end * cols], &rows.hi[start * cols..end * cols]);
-            let res = A::from_host(self, st, rows.start, &geom, lo, hi).and_then(|(m, d)| {
+            let made = match rows.coef.rows(start, end, cols) {
+                Coef::Planes { lo, hi } => A::from_host(self, st, rows.start, &geom, &lo, &hi),
+                Coef::Unit { col, val } => A::from_unit(self, &geom, &col, &val),
+            };
+            let res = made.and_then(|(m, d)| {
                 let cst = A::c_from_host(self.backend, &sum_down(&rows.cst[start..end], &d))?;
                 self.backsub_chunk::<A>(st, rows.start, geom, m, cst, &rows.group[start..end], goal, deadline)
             });
@@ -127,13 +152,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     A::c_add(be, &mut sum, &part)?;
                 }
                 let lb = A::c_to_host(be, &sum)?;
-                let mut done_groups = Vec::new();
+                let mut done_groups = std::collections::HashSet::new();
                 for (r, &l) in lb.iter().enumerate() {
                     let o = orig[r] as usize;
                     // A NaN bound proves nothing (and `max` keeps the old one).
                     best[o] = best[o].max(l);
                     if goal.met(best[o]) {
-                        done_groups.push(group[o]);
+                        done_groups.insert(group[o]);
                     }
                 }
                 if last {
@@ -191,7 +216,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Some(d)
             }
             Some((g0, m0)) => {
-                let u = g0.union(&g).unwrap_or_else(|| Geom::full(g.shape, rows));
+                let u = g0.union(&g).unwrap_or_else(|| g.full_over(g.shape));
                 let mut z = A::zeros(self.backend, rows, u.cols())?;
                 let mut d0 = A::add_into(self, st, node, &mut z, &u, &m0, &g0)?;
                 let d1 = A::add_into(self, st, node, &mut z, &u, &m, &g)?;
@@ -214,7 +239,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         if g.is_full() {
             return Ok((m, None));
         }
-        let full = Geom::full(g.shape, g.rows());
+        let full = g.full_over(g.shape);
         let mut z = A::zeros(self.backend, g.rows(), full.cols())?;
         let d = A::add_into(self, st, node, &mut z, &full, &m, g)?;
         Ok((z, Some(d)))
@@ -237,11 +262,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(match &node.op {
             Op::Dense { .. } => {
                 let (m, d0) = self.to_full::<A>(st, k, g, m)?;
-                let (m2, mut d) = A::dense(self, st, k, &m)?;
+                let (m2, mut d) = A::dense(self, st, k, &m, &g.full_over(g.shape))?;
                 if let Some(d0) = d0 {
                     A::c_add(be, &mut d, &d0)?;
                 }
-                (vec![(x, Geom::full(in_shape, rows), m2)], Some(d))
+                (vec![(x, g.full_over(in_shape), m2)], Some(d))
             }
             Op::Conv2d(conv) => {
                 let out = g.through_conv(conv, in_shape);
@@ -288,7 +313,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             Op::Reshape => {
                 let (m, d) = self.to_full::<A>(st, k, g, m)?;
-                (vec![(x, Geom::full(in_shape, rows), m)], d)
+                (vec![(x, g.full_over(in_shape), m)], d)
             }
             Op::Input => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
         })
@@ -299,8 +324,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// (the paper's equations 5 and 9), for one row.
     pub(crate) fn predict_row_bytes(&self, start: NodeId, geom: &Geom, planes: usize) -> usize {
         let elem = planes * std::mem::size_of::<T>();
-        let one =
-            Geom { shape: geom.shape, win: geom.win, offsets: vec![geom.offsets.first().copied().unwrap_or((0, 0))] };
+        let one = Geom::windowed(geom.shape, geom.win, vec![geom.offsets.first().copied().unwrap_or((0, 0))]);
         let mut pending: BTreeMap<NodeId, Geom> = BTreeMap::new();
         pending.insert(start, one);
         let mut peak = 0;

@@ -196,6 +196,59 @@ pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     assert!(ok[1].1[0].is_finite(), "no overflow below 1.7e38: {:?}", ok[1]);
 }
 
+/// A batch gives every property the verdict and bounds it gets alone
+/// (bounds up to the GEMMs' rounding, which may depend on the row count),
+/// also when row chunks cut across properties. Properties with several
+/// sub-problems and conjunctive disjuncts are in every batch.
+pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
+    let mut rng = SplitMix(31);
+    let (mut verified, mut other) = (0, 0);
+    let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-9 };
+    for k in 0..8 {
+        let net = match k % 4 {
+            0 => random_mlp(&mut rng, &[6, 16, 16, 4]),
+            1 => random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3),
+            2 => random_pool_concat(&mut rng, Shape::new(2, 7, 7), 3, 3),
+            _ => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
+        };
+        let (n_in, n_out) = (net.input_shape().numel(), net.output_shape().numel());
+        let mut props = Vec::new();
+        for p in 0..6 {
+            let input = random_box(&mut rng, n_in, 0.003 * (1 + p % 3) as f64);
+            let label = robust_label(&net, &input);
+            let mut prop = Property::robustness(format!("p{p}"), input, label, n_out).expect("prop");
+            if p >= 4 {
+                // A conjunctive disjunct, and a second sub-problem on another box.
+                let conj: Vec<_> = prop.subproblems[0].unsafe_region.iter().take(2).flatten().cloned().collect();
+                prop.subproblems[0].unsafe_region.push(conj);
+                let mut sp2 = prop.subproblems[0].clone();
+                sp2.input = random_box(&mut rng, n_in, 0.001);
+                prop.subproblems.push(sp2);
+            }
+            props.push(prop);
+        }
+        let refs: Vec<&Property> = props.iter().collect();
+        for budget in [None, Some(1)] {
+            let a = Analyzer::<B, T>::new(&net, be, Options { memory_budget: budget, ..opts(Arith::Point) })
+                .expect("prepare");
+            for (p, got) in props.iter().zip(a.analyze_batch(&refs)) {
+                let (got, alone) = (got.expect("batched"), a.analyze(p).expect("alone"));
+                let what = format!("net {k} {} budget {budget:?}", p.name);
+                assert_eq!(got.verdict.name(), alone.verdict.name(), "{what}");
+                assert_eq!(got.lower_bounds.len(), alone.lower_bounds.len(), "{what}");
+                for (x, y) in got.lower_bounds.iter().zip(&alone.lower_bounds) {
+                    let same = x == y || (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs()));
+                    assert!(same, "{what}: bound {x} batched, {y} alone");
+                }
+                if budget.is_none() {
+                    if got.verdict == Verdict::Verified { verified += 1 } else { other += 1 }
+                }
+            }
+        }
+    }
+    assert!(verified >= 4 && other >= 4, "weak test: {verified} verified, {other} not");
+}
+
 /// Per-row constants on the backend: sums round down (below the exact sum,
 /// at most one step below the nearest), compaction and copies are exact.
 pub fn constants_round_down<B: Backend<f64>>(be: &B) {
@@ -233,6 +286,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn constants_round_down() {
                 $crate::conformance::constants_round_down(&$make);
+            }
+            #[test]
+            fn batch_equals_alone_f64() {
+                $crate::conformance::batch_equals_alone::<_, f64>(&$make);
+            }
+            #[test]
+            fn batch_equals_alone_f32() {
+                $crate::conformance::batch_equals_alone::<_, f32>(&$make);
             }
         }
         mod interval {

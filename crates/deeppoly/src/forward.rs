@@ -65,12 +65,14 @@ fn rounding_or_overflow(model: polycert_interval::FloatModel, ops: usize, mag: f
 /// Bounds and backsubstitution data of one node.
 type NodeResult<T, Buf> = (Bounds<T, Buf>, Step<Buf>);
 
-/// Per-property state of an analysis.
+/// State of an analysis of a batch of input boxes. Every per-neuron
+/// vector holds `batch × neurons` values, one slot per box (property-major).
 pub(crate) struct RunState<T, Buf> {
+    pub batch: usize,
     pub bounds: Vec<Bounds<T, Buf>>,
     pub steps: Vec<Step<Buf>>,
-    /// Point arithmetic, per node: `r ≥ |x|` on the device and `‖r‖₁`.
-    pub abs: Vec<Option<(Buf, f64)>>,
+    /// Point arithmetic, per node: `r ≥ |x|` on the device and `‖r‖₁` per slot.
+    pub abs: Vec<Option<(Buf, Vec<f64>)>>,
     /// Point arithmetic, per affine node: `|W|·r` over its input.
     pub wabs: Vec<Option<Buf>>,
 }
@@ -88,12 +90,13 @@ impl<T, Buf> RunState<T, Buf> {
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Interval bounds of every node for the input box.
-    pub(crate) fn forward_pass(&self, input: &InputBox) -> Result<RunState<T, B::Buf>, AnalysisError> {
-        let lo: Vec<T> = input.lo.iter().map(|&v| fp::from_f64_down(v)).collect();
-        let hi: Vec<T> = input.hi.iter().map(|&v| fp::from_f64_up(v)).collect();
+    /// Interval bounds of every node for a batch of input boxes.
+    pub(crate) fn forward_pass(&self, inputs: &[&InputBox]) -> Result<RunState<T, B::Buf>, AnalysisError> {
+        let lo: Vec<T> = inputs.iter().flat_map(|b| b.lo.iter().map(|&v| fp::from_f64_down(v))).collect();
+        let hi: Vec<T> = inputs.iter().flat_map(|b| b.hi.iter().map(|&v| fp::from_f64_up(v))).collect();
         let n = self.net.nodes().len();
         let mut st = RunState {
+            batch: inputs.len(),
             bounds: Vec::new(),
             steps: Vec::new(),
             abs: (0..n).map(|_| None).collect(),
@@ -148,28 +151,31 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(b.dev.as_ref().expect("uploaded"))
     }
 
-    /// `r = max(|lo|, |hi|)` of a node on the device, and `‖r‖₁` rounded up.
+    /// `r = max(|lo|, |hi|)` of a node on the device, and `‖r‖₁` rounded up
+    /// per batch slot.
     pub(crate) fn abs_dev<'s>(
         &self,
         st: &'s mut RunState<T, B::Buf>,
         id: NodeId,
-    ) -> Result<&'s (B::Buf, f64), AnalysisError> {
+    ) -> Result<&'s (B::Buf, Vec<f64>), AnalysisError> {
         if st.abs[id].is_none() {
             let b = &st.bounds[id];
             let r: Vec<T> = b.lo.iter().zip(&b.hi).map(|(l, h)| l.abs().max(h.abs())).collect();
-            let l1 = r.iter().fold(0.0, |s, v| fp::add_up(s, v.to_f64_exact()));
+            let n = self.net.node(id).shape.numel().max(1);
+            let l1 = r.chunks(n).map(|s| s.iter().fold(0.0, |a, v| fp::add_up(a, v.to_f64_exact()))).collect();
             st.abs[id] = Some((self.backend.upload(&r)?, l1));
         }
         Ok(st.abs[id].as_ref().expect("computed"))
     }
 
     /// Computes `|W|·r` over the input of affine node `k` (cached in
-    /// `st.wabs[k]`) and returns `‖r‖₁`.
-    pub(crate) fn wabs_dev(&self, st: &mut RunState<T, B::Buf>, k: NodeId) -> Result<f64, AnalysisError> {
+    /// `st.wabs[k]`) and returns `‖r‖₁` per batch slot.
+    pub(crate) fn wabs_dev(&self, st: &mut RunState<T, B::Buf>, k: NodeId) -> Result<Vec<f64>, AnalysisError> {
         let node = self.net.node(k);
         let x = node.inputs[0];
         let in_shape = self.net.node(x).shape;
-        let r1 = self.abs_dev(st, x)?.1;
+        let r1 = self.abs_dev(st, x)?.1.clone();
+        let batch = st.batch;
         if st.wabs[k].is_some() {
             return Ok(r1);
         }
@@ -180,13 +186,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let exact = polycert_interval::FloatModel::EXACT;
         let f = match (&node.op, &self.params[k]) {
             (Op::Dense { .. }, Params::Affine { abs: Some((wa, z)), .. }) => {
-                be.forward_dense(wa, z, in_shape.numel(), (r, r), exact)?
+                be.forward_dense(wa, z, in_shape.numel(), (r, r), batch, exact)?
             }
             (Op::Conv2d(c), Params::Affine { abs: Some((wa, z)), .. }) => {
-                be.forward_conv(c, wa, z, in_shape, (r, r), exact)?
+                be.forward_conv(c, wa, z, in_shape, (r, r), batch, exact)?
             }
             (Op::AvgPool2d(_), Params::AvgPool { conv, w, b }) => {
-                be.forward_conv(conv, w, b, in_shape, (r, r), exact)?
+                be.forward_conv(conv, w, b, in_shape, (r, r), batch, exact)?
             }
             _ => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
         };
@@ -211,6 +217,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let node = self.net.node(id);
         let be = self.backend;
         let model = self.opts.network_float;
+        let batch = st.batch;
         let x0 = node.inputs[0];
         let host = |lo: Vec<T>, hi: Vec<T>| Bounds { lo, hi, dev: None };
         Ok(match (&node.op, &self.params[id]) {
@@ -218,8 +225,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let in_shape = self.net.node(x0).shape;
                 let (xl, xh) = self.bounds_dev(st, x0)?;
                 let f = match &node.op {
-                    Op::Dense { .. } => be.forward_dense(w, b, in_shape.numel(), (xl, xh), model)?,
-                    Op::Conv2d(c) => be.forward_conv(c, w, b, in_shape, (xl, xh), model)?,
+                    Op::Dense { .. } => be.forward_dense(w, b, in_shape.numel(), (xl, xh), batch, model)?,
+                    Op::Conv2d(c) => be.forward_conv(c, w, b, in_shape, (xl, xh), batch, model)?,
                     _ => unreachable!(),
                 };
                 let (lo, hi) = (be.download(&f.lo)?, be.download(&f.hi)?);
@@ -235,7 +242,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             (Op::MaxPool2d(p), _) => {
                 let si = self.net.node(x0).shape;
                 let x = &st.bounds[x0];
-                let r = maxpool_relax(&x.lo, &x.hi, si, node.shape, p);
+                let (ni, no) = (si.numel(), node.shape.numel());
+                let mut r = PoolRelax::with_capacity(batch * no);
+                for s in 0..batch {
+                    let slot = s * ni..(s + 1) * ni;
+                    maxpool_relax(&x.lo[slot.clone()], &x.hi[slot], si, node.shape, p, &mut r);
+                }
                 let step = Step::MaxPool {
                     sel_lo: be.upload(&r.sel_lo)?,
                     sel_up: be.upload(&r.sel_up)?,
@@ -245,14 +257,21 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 (host(r.lo, r.hi), step)
             }
             (Op::Concat, _) => {
-                let lo = node.inputs.iter().flat_map(|&i| st.bounds[i].lo.iter().copied()).collect();
-                let hi = node.inputs.iter().flat_map(|&i| st.bounds[i].hi.iter().copied()).collect();
+                // Per slot, the inputs' values one after the other.
+                let (mut lo, mut hi) = (Vec::new(), Vec::new());
+                for s in 0..batch {
+                    for &i in &node.inputs {
+                        let n = self.net.node(i).shape.numel();
+                        lo.extend_from_slice(&st.bounds[i].lo[s * n..(s + 1) * n]);
+                        hi.extend_from_slice(&st.bounds[i].hi[s * n..(s + 1) * n]);
+                    }
+                }
                 (host(lo, hi), Step::None)
             }
             (Op::AvgPool2d(p), Params::AvgPool { conv, w, b }) => {
                 let in_shape = self.net.node(x0).shape;
                 let (xl, xh) = self.bounds_dev(st, x0)?;
-                let f = be.forward_conv(conv, w, b, in_shape, (xl, xh), model)?;
+                let f = be.forward_conv(conv, w, b, in_shape, (xl, xh), batch, model)?;
                 let (slo, shi) = (be.download(&f.lo)?, be.download(&f.hi)?);
                 // y = fl(s / k): the exact quotient, then one rounding.
                 let k = (p.kernel.0 * p.kernel.1) as f64;
@@ -309,12 +328,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             (Op::ChannelAffine { mul, add, float_ops }, _) => {
                 let x = &st.bounds[x0];
                 let hw = node.shape.h * node.shape.w;
+                let per = node.shape.numel().max(1);
                 let n = x.lo.len();
                 let (mut lo, mut hi) = (vec![T::zero(); n], vec![T::zero(); n]);
                 let (mut ml, mut mh, mut cl, mut ch) =
                     (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
                 for i in 0..n {
-                    let (m, c) = (mul[i / hw], add[i / hw]);
+                    let (m, c) = (mul[(i % per) / hw], add[(i % per) / hw]);
                     let xi = polycert_interval::Interval::new_unchecked(x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
                     let y = xi.mul(m) + c;
                     let mag = fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag());
@@ -347,18 +367,24 @@ struct PoolRelax<T> {
     hi: Vec<T>,
 }
 
+impl<T> PoolRelax<T> {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            sel_lo: Vec::with_capacity(n),
+            sel_up: Vec::with_capacity(n),
+            lo: Vec::with_capacity(n),
+            hi: Vec::with_capacity(n),
+        }
+    }
+}
+
 /// Per output: the input with the largest lower bound (`y ≥ x_j`), and it
 /// again as the upper line when its lower bound dominates every other
 /// input's upper bound (then `y = x_j`), else −1 (`y ≤ max u_i`). Max is
-/// exact in floating point, so no rounding enters.
-fn maxpool_relax<T: Fp>(xl: &[T], xh: &[T], si: Shape, so: Shape, p: &crate::ir::Pool) -> PoolRelax<T> {
+/// exact in floating point, so no rounding enters. Appends one box's
+/// outputs to `r`; selected inputs are neuron indices within the box.
+fn maxpool_relax<T: Fp>(xl: &[T], xh: &[T], si: Shape, so: Shape, p: &crate::ir::Pool, r: &mut PoolRelax<T>) {
     let n = so.numel();
-    let mut r = PoolRelax {
-        sel_lo: Vec::with_capacity(n),
-        sel_up: Vec::with_capacity(n),
-        lo: Vec::with_capacity(n),
-        hi: Vec::with_capacity(n),
-    };
     for o in 0..n {
         let (c, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
         let mut best: Option<usize> = None;
@@ -386,5 +412,4 @@ fn maxpool_relax<T: Fp>(xl: &[T], xh: &[T], si: Shape, so: Shape, p: &crate::ir:
         r.lo.push(xl[j]);
         r.hi.push(if exact { xh[j] } else { hi });
     }
-    r
 }

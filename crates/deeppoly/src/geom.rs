@@ -16,12 +16,46 @@ pub struct Geom {
     /// negative or reach past the node: such positions are padding and
     /// always hold zero coefficients.
     pub offsets: Vec<(i32, i32)>,
+    /// The property (batch slot) each row belongs to: a row is a
+    /// (property, neuron) pair. Per-neuron tables of a batch hold
+    /// `batch × shape.numel()` values, property-major; row `r` reads slot
+    /// `props[r]` ([`Geom::table_base`]).
+    pub props: Vec<u32>,
 }
 
 impl Geom {
     /// The dense case: every row covers the whole node.
     pub fn full(shape: Shape, rows: usize) -> Self {
-        Self { shape, win: (shape.h, shape.w), offsets: vec![(0, 0); rows] }
+        Self { shape, win: (shape.h, shape.w), offsets: vec![(0, 0); rows], props: vec![0; rows] }
+    }
+
+    /// A window at per-row offsets, every row in batch slot 0.
+    pub fn windowed(shape: Shape, win: (usize, usize), offsets: Vec<(i32, i32)>) -> Self {
+        let props = vec![0; offsets.len()];
+        Self { shape, win, offsets, props }
+    }
+
+    /// The same rows (and batch slots) over the whole of a node of `shape`.
+    pub fn full_over(&self, shape: Shape) -> Self {
+        Self { shape, win: (shape.h, shape.w), offsets: vec![(0, 0); self.rows()], props: self.props.clone() }
+    }
+
+    /// Assigns the rows' batch slots (one per row).
+    pub fn with_props(mut self, props: Vec<u32>) -> Self {
+        assert_eq!(props.len(), self.rows(), "one batch slot per row");
+        self.props = props;
+        self
+    }
+
+    /// Start of row `r`'s slot in a per-(property, neuron) table.
+    #[inline]
+    pub fn table_base(&self, r: usize) -> usize {
+        self.props[r] as usize * self.shape.numel()
+    }
+
+    /// Whether every row is in batch slot 0 (a single property).
+    pub fn single_slot(&self) -> bool {
+        self.props.iter().all(|&p| p == 0)
     }
 
     /// The zeroth dependence set: each row is one neuron of the node.
@@ -33,7 +67,7 @@ impl Geom {
                 ((hw / shape.w) as i32, (hw % shape.w) as i32)
             })
             .collect();
-        Self { shape, win: (1, 1), offsets }
+        Self::windowed(shape, (1, 1), offsets)
     }
 
     pub fn rows(&self) -> usize {
@@ -51,12 +85,17 @@ impl Geom {
 
     /// Keeps the rows listed in `keep`.
     pub fn select(&self, keep: &[u32]) -> Self {
-        Self { shape: self.shape, win: self.win, offsets: keep.iter().map(|&r| self.offsets[r as usize]).collect() }
+        Self {
+            shape: self.shape,
+            win: self.win,
+            offsets: keep.iter().map(|&r| self.offsets[r as usize]).collect(),
+            props: keep.iter().map(|&r| self.props[r as usize]).collect(),
+        }
     }
 
     /// Same rows and window over another node of equal layout.
     pub fn relabel(&self, shape: Shape) -> Self {
-        Self { shape, win: self.win, offsets: self.offsets.clone() }
+        Self { shape, win: self.win, offsets: self.offsets.clone(), props: self.props.clone() }
     }
 
     /// Window through a conv (or pooling) step, eq. (5) and (7)-(8) of the
@@ -74,14 +113,14 @@ impl Geom {
         // A window at least as large as the node holds all of each row's
         // in-range positions when stored as the full node: go dense.
         if wh >= input.h && ww >= input.w {
-            return Self::full(input, self.rows());
+            return self.full_over(input);
         }
         let offsets = self
             .offsets
             .iter()
             .map(|&(y, x)| (y * stride.0 as i32 - pad.0 as i32, x * stride.1 as i32 - pad.1 as i32))
             .collect();
-        Self { shape: input, win: (wh, ww), offsets }
+        Self { shape: input, win: (wh, ww), offsets, props: self.props.clone() }
     }
 
     /// Geometry after backsubstitution through `conv` into a node of shape `input`.
@@ -90,9 +129,11 @@ impl Geom {
     }
 
     /// Smallest common window containing both (for the residual merge), if
-    /// the offset difference is the same for every row.
+    /// the offset difference is the same for every row. Both describe the
+    /// same rows (and batch slots).
     pub fn union(&self, other: &Geom) -> Option<Geom> {
         debug_assert_eq!(self.shape, other.shape);
+        debug_assert_eq!(self.props, other.props);
         if self.is_full() && other.is_full() {
             return Some(self.clone());
         }
@@ -107,10 +148,10 @@ impl Geom {
         let right = (self.win.1 as i32).max(d0.1 + other.win.1 as i32);
         let win = ((bottom - top) as usize, (right - left) as usize);
         if win.0 >= self.shape.h && win.1 >= self.shape.w {
-            return Some(Geom::full(self.shape, self.rows()));
+            return Some(self.full_over(self.shape));
         }
         let offsets = self.offsets.iter().map(|&(y, x)| (y + top, x + left)).collect();
-        Some(Geom { shape: self.shape, win, offsets })
+        Some(Geom { shape: self.shape, win, offsets, props: self.props.clone() })
     }
 
     /// Bytes one row takes with `elem` bytes per coefficient (all planes).
@@ -142,11 +183,11 @@ mod tests {
     #[test]
     fn union_of_nested_windows() {
         let s = Shape::new(1, 16, 16);
-        let a = Geom { shape: s, win: (5, 5), offsets: vec![(2, 3), (4, 4)] };
-        let b = Geom { shape: s, win: (3, 3), offsets: vec![(3, 4), (5, 5)] };
+        let a = Geom::windowed(s, (5, 5), vec![(2, 3), (4, 4)]);
+        let b = Geom::windowed(s, (3, 3), vec![(3, 4), (5, 5)]);
         let u = a.union(&b).unwrap();
         assert_eq!((u.win, u.offsets.clone()), ((5, 5), vec![(2, 3), (4, 4)]));
-        let c = Geom { shape: s, win: (3, 3), offsets: vec![(3, 4), (9, 9)] };
+        let c = Geom::windowed(s, (3, 3), vec![(3, 4), (9, 9)]);
         assert!(a.union(&c).is_none());
     }
 }

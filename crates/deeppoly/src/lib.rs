@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod attack;
 pub mod backend;
 mod backsub;
+pub mod batch;
 pub mod conformance;
 pub mod eval;
 mod forward;

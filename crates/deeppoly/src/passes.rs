@@ -3,7 +3,8 @@
 
 use crate::analysis::{AnalysisError, Analyzer};
 use crate::backend::{Backend, BackendError};
-use crate::backsub::{Goal, Rows};
+use crate::backsub::{Coef, Goal, Rows};
+use crate::batch::SlotResult;
 use crate::forward::RunState;
 use crate::geom::Geom;
 use crate::ir::Op;
@@ -12,45 +13,63 @@ use polycert_interval::{Fp, fp};
 use std::time::Instant;
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Lower bound of `c·y − d` for every half-space (flattened in order),
-    /// and whether every disjunct has an infeasible half-space.
+    /// For each listed batch slot: the lower bound of `c·y − d` for every
+    /// half-space of its sub-problem (flattened in order), and whether every
+    /// disjunct has an infeasible half-space. All slots' rows share one
+    /// backsubstitution.
     pub(crate) fn prove_output(
         &self,
         st: &mut RunState<T, B::Buf>,
-        sp: &SubProblem,
+        sps: &[&SubProblem],
+        slots: &[usize],
         deadline: Option<Instant>,
-    ) -> Result<(Vec<f64>, bool), AnalysisError> {
+    ) -> Result<Vec<SlotResult>, AnalysisError> {
         let out = self.net.output();
         let shape = self.net.output_shape();
         let n = shape.numel();
-        let (mut lo, mut hi, mut cst, mut group) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (gi, conj) in sp.unsafe_region.iter().enumerate() {
-            for h in conj {
-                lo.extend(h.c.iter().map(|&c| fp::from_f64_down::<T>(c)));
-                hi.extend(h.c.iter().map(|&c| fp::from_f64_up::<T>(c)));
-                cst.push(-h.d);
-                group.push(gi as u32);
+        let (mut lo, mut hi, mut cst, mut group, mut props) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // Disjuncts are numbered across the batch: a group is one conjunction.
+        let mut gi = 0u32;
+        for &s in slots {
+            for conj in &sps[s].unsafe_region {
+                for h in conj {
+                    lo.extend(h.c.iter().map(|&c| fp::from_f64_down::<T>(c)));
+                    hi.extend(h.c.iter().map(|&c| fp::from_f64_up::<T>(c)));
+                    cst.push(-h.d);
+                    group.push(gi);
+                    props.push(s as u32);
+                }
+                gi += 1;
             }
         }
         debug_assert_eq!(lo.len(), cst.len() * n);
-        let rows = Rows { start: out, geom: Geom::full(shape, cst.len()), lo, hi, cst, group };
+        let geom = Geom::full(shape, cst.len()).with_props(props);
+        let rows = Rows { start: out, geom, coef: Coef::Planes { lo, hi }, cst, group };
         let lbs = self.backsubstitute(st, &rows, Goal::Positive, deadline)?;
         let mut k = 0;
-        let mut proved = true;
-        for conj in &sp.unsafe_region {
-            proved &= lbs[k..k + conj.len()].iter().any(|&l| l > 0.0);
-            k += conj.len();
+        let mut res = Vec::with_capacity(slots.len());
+        for &s in slots {
+            let start = k;
+            let mut proved = true;
+            for conj in &sps[s].unsafe_region {
+                proved &= lbs[k..k + conj.len()].iter().any(|&l| l > 0.0);
+                k += conj.len();
+            }
+            res.push((lbs[start..k].to_vec(), proved));
         }
-        Ok((lbs, proved))
+        Ok(res)
     }
 
     /// Tightens the input bounds of every ReLU whose interval straddles 0,
     /// layer by layer in topological order. After a layer, the forward pass
     /// re-runs only up to the next layer to refine (backsubstitution from a
-    /// node reads nothing later), and to the end once all are done.
+    /// node reads nothing later), and to the end once all are done. Only
+    /// the listed batch slots are refined; their rows share each step.
     pub(crate) fn refine_all(
         &self,
         st: &mut RunState<T, B::Buf>,
+        slots: &[usize],
         deadline: Option<Instant>,
     ) -> Result<(), AnalysisError> {
         let last = self.net.nodes().len() - 1;
@@ -66,31 +85,36 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 fresh = p;
             }
             let shape = self.net.node(p).shape;
+            let n = shape.numel();
             let b = &st.bounds[p];
-            let unstable: Vec<usize> =
-                (0..b.lo.len()).filter(|&i| b.lo[i] < T::zero() && b.hi[i] > T::zero()).collect();
+            // (slot, neuron) pairs; table index slot·n + neuron.
+            let unstable: Vec<(usize, usize)> = slots
+                .iter()
+                .flat_map(|&s| (0..n).map(move |i| (s, i)))
+                .filter(|&(s, i)| b.lo[s * n + i] < T::zero() && b.hi[s * n + i] > T::zero())
+                .collect();
             if unstable.is_empty() {
                 continue;
             }
             // Two rows per neuron: +x_i bounds l_i, −x_i bounds −u_i.
-            let neurons: Vec<usize> = unstable.iter().flat_map(|&i| [i, i]).collect();
-            let geom = Geom::unit(shape, &neurons);
-            let c = shape.c;
+            let neurons: Vec<usize> = unstable.iter().flat_map(|&(_, i)| [i, i]).collect();
+            let props: Vec<u32> = unstable.iter().flat_map(|&(s, _)| [s as u32, s as u32]).collect();
+            let geom = Geom::unit(shape, &neurons).with_props(props);
+            // The unit window's column of neuron i is its channel.
             let hw = shape.h * shape.w;
-            let mut lo = vec![T::zero(); neurons.len() * c];
-            for (row, &i) in neurons.iter().enumerate() {
-                lo[row * c + i / hw] = if row % 2 == 0 { T::one() } else { -T::one() };
-            }
-            let hi = lo.clone();
+            let col = neurons.iter().map(|&i| (i / hw) as u32).collect();
+            let val = (0..neurons.len()).map(|row| if row % 2 == 0 { T::one() } else { -T::one() }).collect();
             let group = (0..neurons.len() as u32).collect();
-            let rows = Rows { start: p, geom, lo, hi, cst: vec![0.0; neurons.len()], group };
+            let coef = Coef::Unit { col, val };
+            let rows = Rows { start: p, geom, coef, cst: vec![0.0; neurons.len()], group };
             let lbs = self.backsubstitute(st, &rows, Goal::NonNegative, deadline)?;
             let b = &mut st.bounds[p];
-            for (t, &i) in unstable.iter().enumerate() {
+            for (t, &(s, i)) in unstable.iter().enumerate() {
+                let i = s * n + i;
                 b.lo[i] = b.lo[i].max(fp::from_f64_down(lbs[2 * t]));
                 b.hi[i] = b.hi[i].min(fp::from_f64_up(-lbs[2 * t + 1]));
                 if b.lo[i] > b.hi[i] {
-                    let msg = format!("inconsistent bounds for neuron {i} of '{}'", self.net.node(p).name);
+                    let msg = format!("inconsistent bounds for neuron {} of '{}'", i % n.max(1), self.net.node(p).name);
                     return Err(BackendError::Failure(msg).into());
                 }
             }

@@ -32,6 +32,8 @@ pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
         lo: &[T],
         hi: &[T],
     ) -> R<(Self::M, Vec<f64>)>;
+    /// A matrix of exact unit rows (`val[r]` at column `col[r]`).
+    fn from_unit(an: &Analyzer<B, T>, g: &Geom, col: &[u32], val: &[T]) -> R<(Self::M, Vec<f64>)>;
     fn c_from_host(be: &B, v: &[f64]) -> R<Self::C>;
     fn c_to_host(be: &B, c: &Self::C) -> R<Vec<f64>>;
     /// `acc += inc`, rounded down.
@@ -54,7 +56,14 @@ pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
         src: &Self::M,
         sg: &Geom,
     ) -> R<Self::C>;
-    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &Self::M) -> StepOut<Self::M, Self::C>;
+    /// The dense step; `g` is `m`'s (full) geometry.
+    fn dense(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &Self::M,
+        g: &Geom,
+    ) -> StepOut<Self::M, Self::C>;
     fn conv(
         an: &Analyzer<B, T>,
         st: &mut RunState<T, B::Buf>,
@@ -185,6 +194,14 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
     ) -> R<(B::Mat, Vec<f64>)> {
         Ok((an.backend.mat_from_host(g.rows(), g.cols(), lo, hi)?, vec![0.0; g.rows()]))
     }
+    fn from_unit(an: &Analyzer<B, T>, g: &Geom, col: &[u32], val: &[T]) -> R<(B::Mat, Vec<f64>)> {
+        let (rows, cols) = (g.rows(), g.cols());
+        let mut a = vec![T::zero(); rows * cols];
+        for (r, (&c, &v)) in col.iter().zip(val).enumerate() {
+            a[r * cols + c as usize] = v;
+        }
+        Ok((an.backend.mat_from_host(rows, cols, &a, &a)?, vec![0.0; rows]))
+    }
     fn zeros(be: &B, rows: usize, cols: usize) -> R<B::Mat> {
         Ok(be.mat_zeros(rows, cols)?)
     }
@@ -216,7 +233,13 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
         an.backend.add_into(dst, dg, src, sg)?;
         Ok(vec![0.0; sg.rows()])
     }
-    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::Mat) -> StepOut<B::Mat, Vec<f64>> {
+    fn dense(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &B::Mat,
+        _: &Geom,
+    ) -> StepOut<B::Mat, Vec<f64>> {
         let n_in = an.net.node(an.net.node(k).inputs[0]).shape.numel();
         let (lo, hi) = bias(st, k);
         Ok(an.backend.dense_backsub(m, affine_w(&an.params, k), n_in, lo, hi)?)
@@ -322,16 +345,20 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
             assert!(g.is_full(), "inexact coefficients only on full rows");
             let b = &st.bounds[node];
             for (r, c) in cst.iter_mut().enumerate() {
+                let base = g.table_base(r);
                 for j in 0..cols {
                     let w = fp::sub_up(hi[r * cols + j].to_f64_exact(), lo[r * cols + j].to_f64_exact());
                     if w > 0.0 {
-                        let rj = b.lo[j].abs().max(b.hi[j].abs()).to_f64_exact();
+                        let rj = b.lo[base + j].abs().max(b.hi[base + j].abs()).to_f64_exact();
                         *c = fp::sub_down(*c, fp::mul_up(w, rj));
                     }
                 }
             }
         }
         Ok((an.backend.pmat_from_host(rows, cols, lo)?, cst))
+    }
+    fn from_unit(an: &Analyzer<B, T>, g: &Geom, col: &[u32], val: &[T]) -> R<(B::PMat, Vec<f64>)> {
+        Ok((an.backend.pmat_unit(g.rows(), g.cols(), col, val)?, vec![0.0; g.rows()]))
     }
     fn zeros(be: &B, rows: usize, cols: usize) -> R<B::PMat> {
         Ok(be.pmat_zeros(rows, cols)?)
@@ -358,12 +385,18 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         let (r, _) = an.abs_dev(st, node)?;
         Ok(an.backend.point_add_into(dst, dg, src, sg, r)?)
     }
-    fn dense(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, k: NodeId, m: &B::PMat) -> StepOut<B::PMat, B::Cst> {
+    fn dense(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        m: &B::PMat,
+        g: &Geom,
+    ) -> StepOut<B::PMat, B::Cst> {
         let n_in = an.net.node(an.net.node(k).inputs[0]).shape.numel();
         let r1 = an.wabs_dev(st, k)?;
         let (lo, hi) = bias(st, k);
-        let mag = Magnitudes { wr: st.wabs[k].as_ref().expect("computed"), r1 };
-        Ok(an.backend.point_dense(m, affine_w(&an.params, k), n_in, (lo, hi), &mag)?)
+        let mag = Magnitudes { wr: st.wabs[k].as_ref().expect("computed"), r1: &r1 };
+        Ok(an.backend.point_dense(m, g, affine_w(&an.params, k), n_in, (lo, hi), &mag)?)
     }
     fn conv(
         an: &Analyzer<B, T>,
@@ -376,7 +409,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         let r1 = an.wabs_dev(st, k)?;
         let (bias_lo, bias_hi) = bias(st, k);
         let p = ConvParams { conv: conv_of(&an.net.node(k).op), weight: affine_w(&an.params, k), bias_lo, bias_hi };
-        let mag = Magnitudes { wr: st.wabs[k].as_ref().expect("computed"), r1 };
+        let mag = Magnitudes { wr: st.wabs[k].as_ref().expect("computed"), r1: &r1 };
         Ok(an.backend.point_conv(m, g, &p, out, &mag)?)
     }
     fn relu(
@@ -421,7 +454,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
         };
         let (m1, d1) = an.backend.point_diag(m, g, (m_lo, m_hi), (c_lo, c_hi), sum_abs)?;
         let p = ConvParams { conv, weight: w, bias_lo: sum_lo, bias_hi: sum_hi };
-        let mag = Magnitudes { wr: st.wabs[k].as_ref().expect("computed"), r1 };
+        let mag = Magnitudes { wr: st.wabs[k].as_ref().expect("computed"), r1: &r1 };
         let (m2, mut d2) = an.backend.point_conv(&m1, g, &p, out, &mag)?;
         an.backend.cst_add(&mut d2, &d1)?;
         Ok((m2, d2))

@@ -136,6 +136,7 @@ fn check_forward<B: Backend<T>, T: Fp>(be: &B, rng: &mut SplitMix) {
             &be.upload(&b).unwrap(),
             n_in,
             (&be.upload(&xlo).unwrap(), &be.upload(&xhi).unwrap()),
+            1,
             FloatModel::EXACT,
         )
         .unwrap();

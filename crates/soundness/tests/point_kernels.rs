@@ -235,7 +235,8 @@ fn dense<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
     let up = |v: &Vec<T>| be.upload(v).map_err(e);
     let am = be.pmat_from_host(rows, n_out, &a).map_err(e)?;
     let (wb, wrb, lo, hi) = (up(&w)?, up(&wr)?, up(&blo)?, up(&bhi)?);
-    let (gm, d) = be.point_dense(&am, &wb, n_in, (&lo, &hi), &Magnitudes { wr: &wrb, r1 }).map_err(e)?;
+    let ga = Geom::full(Shape::flat(n_out), rows);
+    let (gm, d) = be.point_dense(&am, &ga, &wb, n_in, (&lo, &hi), &Magnitudes { wr: &wrb, r1: &[r1] }).map_err(e)?;
     let g = be.pmat_to_host(&gm).map_err(e)?;
     let lbs = moved(&Geom::full(Shape::flat(n_in), rows), &g, &r, |i, c, ex| {
         for k in 0..n_out {
@@ -269,7 +270,7 @@ fn conv<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
     let am = be.pmat_from_host(rows, g.cols(), &a).map_err(e)?;
     let (wb, wrb, lo, hi) = (up(&w)?, up(&wr)?, up(&blo)?, up(&bhi)?);
     let p = ConvParams { conv: &conv, weight: &wb, bias_lo: &lo, bias_hi: &hi };
-    let (gm, d) = be.point_conv(&am, &g, &p, &out, &Magnitudes { wr: &wrb, r1 }).map_err(e)?;
+    let (gm, d) = be.point_conv(&am, &g, &p, &out, &Magnitudes { wr: &wrb, r1: &[r1] }).map_err(e)?;
     let gv = be.pmat_to_host(&gm).map_err(e)?;
     let lbs = moved(&out, &gv, &r, |i, c, ex| {
         conv_scatter(&conv, &g, &out, i, |j, nrn, tap| {
@@ -469,7 +470,7 @@ fn add_into<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
     } else {
         let (dy, dx) = (rng.below(3) as i32 - 1, rng.below(3) as i32 - 1);
         let offsets = sg.offsets.iter().map(|&(y, x)| (y + dy, x + dx)).collect();
-        sg.union(&Geom { shape: s, win: (1 + rng.below(s.h), 1 + rng.below(s.w)), offsets }).expect("uniform shift")
+        sg.union(&Geom::windowed(s, (1 + rng.below(s.h), 1 + rng.below(s.w)), offsets)).expect("uniform shift")
     };
     let src: Vec<T> = coeffs(rng, &sg, &sc);
     let dst: Vec<T> = if rng.below(4) == 0 { vec![T::zero(); rows * dg.cols()] } else { coeffs(rng, &dg, &sc) };

@@ -127,7 +127,7 @@ pub fn rand_geom(rng: &mut SplitMix, shape: Shape, rows: usize) -> Geom {
     }
     let win = (1 + rng.below(shape.h), 1 + rng.below(shape.w));
     let off = |rng: &mut SplitMix, n: usize| rng.below(n + 1) as i32 - 1;
-    Geom { shape, win, offsets: (0..rows).map(|_| (off(rng, shape.h), off(rng, shape.w))).collect() }
+    Geom::windowed(shape, win, (0..rows).map(|_| (off(rng, shape.h), off(rng, shape.w))).collect())
 }
 
 /// A random shape of up to `max_c` channels and `max_hw` rows and columns.
