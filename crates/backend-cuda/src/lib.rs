@@ -142,13 +142,15 @@ pub struct CudaBackend {
 
 type OffsetEntry = (Vec<(i32, i32)>, Arc<CudaSlice<i32>>);
 type PropsEntry = (Vec<u32>, Arc<CudaSlice<u32>>);
+/// Device copies of host vectors, by content hash.
+type RowCache<E, D> = Mutex<HashMap<u64, (Vec<E>, Arc<D>)>>;
 const OFFSET_CACHE_ENTRIES: usize = 512;
 
 const BLOCK: u32 = 256;
 
 /// A device copy of `v`, cached by content in `cache`.
 fn cached<E: Clone + PartialEq + std::hash::Hash, D>(
-    cache: &Mutex<HashMap<u64, (Vec<E>, Arc<D>)>>,
+    cache: &RowCache<E, D>,
     v: &[E],
     upload: impl FnOnce(&[E]) -> BResult<D>,
 ) -> BResult<Arc<D>> {
