@@ -163,7 +163,7 @@ fn run_with<B: Backend<T>, T: Fp>(
                     }
                     let batch = &jobs[i..(i + size).min(jobs.len())];
                     let recs = records(&analyzer, model_name, batch).into_iter().enumerate();
-                    if recs.map(|(k, r)| tx.send(Ok((i + k, r)))).any(|s| s.is_err()) {
+                    if recs.map(|(k, r)| tx.send(Ok((i + k, r))).is_ok()).any(|sent| !sent) {
                         break;
                     }
                 }
