@@ -53,11 +53,7 @@ fn check_len(what: &str, got: usize, want: usize) -> BResult<()> {
 
 /// Checks that per-neuron tables cover every batch slot `g`'s rows read.
 fn check_slots(what: &str, g: &Geom, tables: &[usize]) -> BResult<()> {
-    let need = (g.props.iter().max().map_or(0, |&p| p as usize + 1)) * g.shape.numel();
-    match tables.iter().find(|&&len| len < need) {
-        Some(len) => Err(BackendError::Failure(format!("{what}: table of {len} values, rows need {need}"))),
-        None => Ok(()),
-    }
+    g.check_tables(what, tables).map_err(BackendError::Failure)
 }
 
 /// `batch` stacked results of `f` over consecutive input slots of `n_in`.

@@ -271,10 +271,7 @@ impl CudaBackend {
     /// checking that every per-neuron table of `tables` lengths covers them:
     /// a kernel reading past a table would read garbage, not fail.
     fn props(&self, what: &str, g: &Geom, tables: &[usize]) -> BResult<Arc<CudaSlice<u32>>> {
-        let need = g.props.iter().max().map_or(0, |&p| p as usize + 1) * g.shape.numel();
-        if let Some(len) = tables.iter().find(|&&len| len < need) {
-            return Err(BackendError::Failure(format!("{what}: table of {len} values, rows need {need}")));
-        }
+        g.check_tables(what, tables).map_err(BackendError::Failure)?;
         cached(&self.props_cache, &g.props, |v| self.htod(v))
     }
 

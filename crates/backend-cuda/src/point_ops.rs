@@ -119,9 +119,7 @@ impl CudaBackend {
     }
 
     pub(crate) fn p_unit<T: GpuScalar>(&self, rows: usize, cols: usize, col: &[u32], val: &[T]) -> BResult<GpuPMat<T>> {
-        if col.len() != rows || val.len() != rows || col.iter().any(|&c| c as usize >= cols) {
-            return Err(BackendError::Failure(format!("pmat_unit: bad columns for a {rows}x{cols} matrix")));
-        }
+        polycert_deeppoly::check_unit_rows(rows, cols, col, val)?;
         let out = self.p_zeros::<T>(rows, cols)?;
         if rows > 0 {
             let (dc, dv, n, c) = (self.htod(col)?, self.htod(val)?, rows as i32, cols as u64);
@@ -308,7 +306,7 @@ impl CudaBackend {
             return Ok((self.p_zeros::<T>(a.rows, cols_o)?, self.c_from_host(&vec![0.0; a.rows])?));
         }
         let pr = self.props("point_maxpool", g, &[p.sel_lo.len, p.sel_up.len, p.up.len])?;
-        self.props("point_maxpool", out, &[r.len])?;
+        out.check_tables("point_maxpool", &[r.len]).map_err(BackendError::Failure)?;
         let res = self.p_written::<T>(a.rows, cols_o)?;
         let n = a.rows * cols_o;
         let err = self.alloc_written::<f64>(n)?;

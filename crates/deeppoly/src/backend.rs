@@ -105,6 +105,24 @@ pub struct AffineForward<Buf> {
     pub bias_hi: Buf,
 }
 
+/// Checks unit rows (`val[r]` at column `col[r]`) against a `rows × cols` matrix.
+pub fn check_unit_rows<T>(rows: usize, cols: usize, col: &[u32], val: &[T]) -> BResult<()> {
+    if col.len() != rows || val.len() != rows || col.iter().any(|&c| c as usize >= cols) {
+        return Err(BackendError::Failure(format!("pmat_unit: bad columns for a {rows}x{cols} matrix")));
+    }
+    Ok(())
+}
+
+/// Unit rows as a dense row-major host matrix.
+pub fn unit_rows<T: Fp>(rows: usize, cols: usize, col: &[u32], val: &[T]) -> BResult<Vec<T>> {
+    check_unit_rows(rows, cols, col, val)?;
+    let mut a = vec![T::zero(); rows * cols];
+    for (r, (&c, &v)) in col.iter().zip(val).enumerate() {
+        a[r * cols + c as usize] = v;
+    }
+    Ok(a)
+}
+
 /// The heavy operations of DeepPoly, for analysis precision `T`.
 pub trait Backend<T: Fp>: Send + Sync {
     /// A vector of `T` on the backend.
@@ -217,14 +235,7 @@ pub trait Backend<T: Fp>: Send + Sync {
     /// A point matrix with one coefficient per row, `val[r]` at column
     /// `col[r]`, zeros elsewhere (the rows that bound single neurons).
     fn pmat_unit(&self, rows: usize, cols: usize, col: &[u32], val: &[T]) -> BResult<Self::PMat> {
-        if col.len() != rows || val.len() != rows || col.iter().any(|&c| c as usize >= cols) {
-            return Err(BackendError::Failure(format!("pmat_unit: bad columns for a {rows}x{cols} matrix")));
-        }
-        let mut a = vec![T::zero(); rows * cols];
-        for (r, (&c, &v)) in col.iter().zip(val).enumerate() {
-            a[r * cols + c as usize] = v;
-        }
-        self.pmat_from_host(rows, cols, &a)
+        self.pmat_from_host(rows, cols, &unit_rows(rows, cols, col, val)?)
     }
 
     /// Point dense step: `G = fl(A·W)` by a plain GEMM, and per row

@@ -19,18 +19,6 @@ pub(crate) enum Coef<T> {
     Unit { col: Vec<u32>, val: Vec<T> },
 }
 
-impl<T: Fp> Coef<T> {
-    /// Rows `start..end` as planes, or as unit rows.
-    fn rows(&self, start: usize, end: usize, cols: usize) -> Coef<T> {
-        match self {
-            Coef::Planes { lo, hi } => {
-                Coef::Planes { lo: lo[start * cols..end * cols].to_vec(), hi: hi[start * cols..end * cols].to_vec() }
-            }
-            Coef::Unit { col, val } => Coef::Unit { col: col[start..end].to_vec(), val: val[start..end].to_vec() },
-        }
-    }
-}
-
 /// Rows to backsubstitute, all starting at one node.
 pub(crate) struct Rows<T> {
     pub start: NodeId,
@@ -98,9 +86,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let end = (start + chunk).min(n);
             let idx: Vec<u32> = (start as u32..end as u32).collect();
             let geom = rows.geom.select(&idx);
-            let made = match rows.coef.rows(start, end, cols) {
-                Coef::Planes { lo, hi } => A::from_host(self, st, rows.start, &geom, &lo, &hi),
-                Coef::Unit { col, val } => A::from_unit(self, &geom, &col, &val),
+            let made = match &rows.coef {
+                Coef::Planes { lo, hi } => {
+                    let (lo, hi) = (&lo[start * cols..end * cols], &hi[start * cols..end * cols]);
+                    A::from_host(self, st, rows.start, &geom, lo, hi)
+                }
+                Coef::Unit { col, val } => A::from_unit(self, &geom, &col[start..end], &val[start..end]),
             };
             let res = made.and_then(|(m, d)| {
                 let cst = A::c_from_host(self.backend, &sum_down(&rows.cst[start..end], &d))?;

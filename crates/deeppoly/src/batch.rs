@@ -92,8 +92,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let results = match self.analyze_subproblems(&work, deadline) {
             Err(AnalysisError::Timeout) if props.len() == 1 => {
-                let outcome = Outcome { verdict: Verdict::Timeout, lower_bounds: Vec::new(), seconds: 0.0 };
-                return Ok(vec![Ok(Outcome { seconds: start.elapsed().as_secs_f64(), ..outcome })]);
+                let seconds = start.elapsed().as_secs_f64();
+                return Ok(vec![Ok(Outcome { verdict: Verdict::Timeout, lower_bounds: Vec::new(), seconds })]);
             }
             r => r?,
         };

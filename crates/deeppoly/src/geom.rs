@@ -53,6 +53,22 @@ impl Geom {
         self.props[r] as usize * self.shape.numel()
     }
 
+    /// Values a per-(property, neuron) table over this node needs for every
+    /// slot the rows name.
+    pub fn table_len(&self) -> usize {
+        self.props.iter().max().map_or(0, |&p| p as usize + 1) * self.shape.numel()
+    }
+
+    /// An error unless every table length in `tables` covers the rows'
+    /// slots ([`Geom::table_len`]); `what` names the operation.
+    pub fn check_tables(&self, what: &str, tables: &[usize]) -> Result<(), String> {
+        let need = self.table_len();
+        match tables.iter().find(|&&len| len < need) {
+            Some(len) => Err(format!("{what}: table of {len} values, rows need {need}")),
+            None => Ok(()),
+        }
+    }
+
     /// Whether every row is in batch slot 0 (a single property).
     pub fn single_slot(&self) -> bool {
         self.props.iter().all(|&p| p == 0)

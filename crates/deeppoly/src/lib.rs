@@ -23,6 +23,7 @@ pub mod testnets;
 pub use analysis::{AnalysisError, Analyzer, Options};
 pub use backend::{
     AffineForward, Arith, BResult, Backend, BackendError, ConvParams, Magnitudes, PoolParams, ReluParams,
+    check_unit_rows, unit_rows,
 };
 pub use geom::Geom;
 pub use ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};

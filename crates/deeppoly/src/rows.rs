@@ -196,10 +196,7 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
     }
     fn from_unit(an: &Analyzer<B, T>, g: &Geom, col: &[u32], val: &[T]) -> R<(B::Mat, Vec<f64>)> {
         let (rows, cols) = (g.rows(), g.cols());
-        let mut a = vec![T::zero(); rows * cols];
-        for (r, (&c, &v)) in col.iter().zip(val).enumerate() {
-            a[r * cols + c as usize] = v;
-        }
+        let a = crate::backend::unit_rows(rows, cols, col, val)?;
         Ok((an.backend.mat_from_host(rows, cols, &a, &a)?, vec![0.0; rows]))
     }
     fn zeros(be: &B, rows: usize, cols: usize) -> R<B::Mat> {
