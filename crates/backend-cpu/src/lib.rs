@@ -4,6 +4,7 @@
 mod conv;
 mod forward;
 mod gemm;
+mod infer;
 mod point;
 mod point_affine;
 mod pool;
@@ -307,5 +308,11 @@ impl<T: Fp> Backend<T> for CpuBackend {
     ) -> BResult<AffineForward<Vec<T>>> {
         let n_in = input.numel();
         forward_batched((x.0, x.1), n_in, batch, |xl, xh| conv::forward_conv(conv, w, b, input, xl, xh, model))
+    }
+    fn infer_dense(&self, w: &Vec<T>, b: &Vec<T>, n_in: usize, x: &Vec<T>, batch: usize) -> BResult<Vec<T>> {
+        infer::infer_dense(w, b, n_in, x, batch)
+    }
+    fn grad_dense(&self, g: &Vec<T>, w: &Vec<T>, n_in: usize, batch: usize) -> BResult<Vec<T>> {
+        infer::grad_dense(g, w, n_in, batch)
     }
 }

@@ -8,8 +8,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The kernel sources, embedded.
-pub const KERNELS: &str =
-    concat!(include_str!("../../../kernels/deeppoly.cu"), include_str!("../../../kernels/point.cu"));
+pub const KERNELS: &str = concat!(
+    include_str!("../../../kernels/deeppoly.cu"),
+    include_str!("../../../kernels/point.cu"),
+    include_str!("../../../kernels/infer.cu")
+);
 
 /// Every kernel, instantiated for `f32` and `f64`.
 pub const KERNEL_NAMES: &[&str] = &[
@@ -36,6 +39,12 @@ pub const KERNEL_NAMES: &[&str] = &[
     "point_compact",
     "point_slice_cols",
     "point_unit",
+    "infer_bias",
+    "pw_relu",
+    "pw_relu_grad",
+    "pw_add",
+    "pw_scale",
+    "pw_sign_step",
 ];
 
 /// Kernels with one instantiation (no type suffix).

@@ -6,6 +6,7 @@
 //! returns [`BackendError::Unavailable`].
 
 mod device;
+mod infer;
 mod point_ops;
 mod trace;
 
@@ -737,6 +738,33 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n });
         let mut next = || it.next().expect("four outputs");
         Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
+    }
+
+    fn infer_dense(
+        &self,
+        w: &GpuBuf<T>,
+        b: &GpuBuf<T>,
+        n_in: usize,
+        x: &GpuBuf<T>,
+        batch: usize,
+    ) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("infer_dense");
+        self.i_dense(w, b, n_in, x, batch)
+    }
+
+    fn grad_dense(&self, g: &GpuBuf<T>, w: &GpuBuf<T>, n_in: usize, batch: usize) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("grad_dense");
+        self.i_grad_dense(g, w, n_in, batch)
+    }
+
+    fn grad_conv(&self, c: &Conv2d, w: &GpuBuf<T>, input: Shape, g: &GpuBuf<T>, batch: usize) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("grad_conv");
+        self.i_grad_conv(c, w, input, g, batch)
+    }
+
+    fn pointwise(&self, op: polycert_deeppoly::Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("pointwise");
+        self.i_pointwise(op)
     }
 }
 

@@ -197,10 +197,7 @@ impl CudaBackend {
         Ok((out, cst))
     }
 
-    /// The point conv step as GEMMs: per block of rows, the window is
-    /// transposed to `(row, y, x) × C_out`, multiplied by the weights
-    /// `C_out × (C_in·kh·kw)` in cuBLAS, and the taps reaching each input
-    /// coefficient are summed (at most `m` products per coefficient in all).
+    /// The point conv step: the rows through the conv, then the constants.
     pub(crate) fn p_conv<T: GpuScalar>(
         &self,
         a: &GpuPMat<T>,
@@ -211,32 +208,50 @@ impl CudaBackend {
         r1: &[f64],
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let c = p.conv;
-        let res = self.p_written::<T>(a.rows, out.cols())?;
+        let res = self.conv_rows(&a.a, a.rows, g, c, &p.weight.data, out)?;
+        let m = g.shape.c * c.kernel.0.div_ceil(c.stride.0) * c.kernel.1.div_ceil(c.stride.1);
+        let cst = self.affine_const(a, g, (p.bias_lo, p.bias_hi), wr, m, r1)?;
+        Ok((res, cst))
+    }
+
+    /// `rows` rows over the conv output (`g`) through the conv, to its
+    /// input (`out`), as GEMMs: per block of rows, the window is transposed
+    /// to `(row, y, x) × C_out`, multiplied by the weights `C_out ×
+    /// (C_in·kh·kw)` in cuBLAS, and the taps reaching each input
+    /// coefficient are summed (at most `m` products per coefficient in all).
+    pub(crate) fn conv_rows<T: GpuScalar>(
+        &self,
+        a: &CudaSlice<T>,
+        rows: usize,
+        g: &Geom,
+        c: &polycert_deeppoly::Conv2d,
+        weight: &CudaSlice<T>,
+        out: &Geom,
+    ) -> BResult<GpuPMat<T>> {
+        let res = self.p_written::<T>(rows, out.cols())?;
         let (pos, c_out, taps) = (g.win.0 * g.win.1, g.shape.c, out.shape.c * c.kernel.0 * c.kernel.1);
-        if a.rows > 0 && out.cols() > 0 {
+        if rows > 0 && out.cols() > 0 {
             let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
             let (gi, go, kc) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(c));
-            let block = (CONV_BLOCK_VALUES / (pos * taps.max(c_out)).max(1)).clamp(1, a.rows);
+            let block = (CONV_BLOCK_VALUES / (pos * taps.max(c_out)).max(1)).clamp(1, rows);
             let blas = self.blas()?;
-            for r0 in (0..a.rows).step_by(block) {
-                let nr = block.min(a.rows - r0);
+            for r0 in (0..rows).step_by(block) {
+                let nr = block.min(rows - r0);
                 let (r0i, nri) = (r0 as i32, nr as i32);
                 let ahat = self.alloc_written::<T>(nr * pos * c_out)?;
                 let f = self.dev.func("point_conv_im", T::SUFFIX);
                 let mut l = self.dev.stream.launch_builder(f);
-                l.arg(&a.a).arg(&gi).arg(&r0i).arg(&nri).arg(&ahat);
+                l.arg(a).arg(&gi).arg(&r0i).arg(&nri).arg(&ahat);
                 unsafe { l.launch(grid_for(nr * pos * c_out)) }.map_err(|e| driver_err("point_conv_im", e))?;
                 let mut t = self.alloc::<T>(nr * pos * taps)?;
-                gemm_rm(blas, &ahat, nr * pos, c_out, &p.weight.data, taps, &mut t)?;
+                gemm_rm(blas, &ahat, nr * pos, c_out, weight, taps, &mut t)?;
                 let f = self.dev.func("point_conv_col2im", T::SUFFIX);
                 let mut l = self.dev.stream.launch_builder(f);
                 l.arg(&t).arg(&gi).arg(&*offi).arg(&kc).arg(&go).arg(&*offo).arg(&res.a).arg(&r0i).arg(&nri);
                 unsafe { l.launch(grid_for(nr * out.cols())) }.map_err(|e| driver_err("point_conv_col2im", e))?;
             }
         }
-        let m = c_out * c.kernel.0.div_ceil(c.stride.0) * c.kernel.1.div_ceil(c.stride.1);
-        let cst = self.affine_const(a, g, (p.bias_lo, p.bias_hi), wr, m, r1)?;
-        Ok((res, cst))
+        Ok(res)
     }
 
     /// ReLU (`relu`: `p = (lam_lo, lam_up)`, `c.0 = mu_up`) or diagonal step.

@@ -1,10 +1,11 @@
-//! Falsification: a short PGD attack on the IR (f64 gradients), with every
-//! candidate re-checked by plain float32 inference before it is reported.
+//! Falsification helpers: the float32 check every counterexample passes
+//! before it is reported, the choice of disjuncts to attack, and a host
+//! reference of the input gradient (the attack itself runs on the backend,
+//! batched: [`crate::pgd`]).
 
 use crate::eval::eval;
 use crate::ir::{Network, Op};
 use crate::property::{Counterexample, SubProblem};
-use rayon::prelude::*;
 
 /// Whether float32 inference at `x` lands in the unsafe region (checked
 /// with an exact enclosure of `c·y`, so rounding cannot fake a hit).
@@ -21,8 +22,9 @@ pub fn check_f32(net: &Network, sp: &SubProblem, x: &[f32]) -> Option<Counterexa
 }
 
 /// Gradient of `Σ g_out·y` with respect to the input, given every node's
-/// values `vals` at the point.
-fn input_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Vec<f64> {
+/// values `vals` at the point (f64, on the host: the conformance suite's
+/// reference for the backends' gradients).
+pub fn reference_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Vec<f64> {
     let mut grads: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
     let last = net.output();
     grads[last].copy_from_slice(g_out);
@@ -112,71 +114,21 @@ pub fn weakest_disjuncts(sp: &SubProblem, lbs: &[f64], k: usize) -> Vec<usize> {
     best.into_iter().filter(|&(b, _)| b <= 0.0).take(k).map(|(_, i)| i).collect()
 }
 
-/// Projected gradient descent on `max_k (c_k·y − d_k)` for the listed
-/// disjuncts, from the box centre, with sign steps. Returns a
-/// float32-checked hit.
-pub fn pgd(
-    net: &Network,
-    sp: &SubProblem,
-    disjuncts: &[usize],
-    steps: usize,
-    deadline: Option<std::time::Instant>,
-) -> Option<Counterexample> {
-    let late = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
-    let (lo, hi) = (&sp.input.lo, &sp.input.hi);
-    let project = |x: &mut Vec<f64>| {
-        for i in 0..x.len() {
-            x[i] = x[i].clamp(lo[i], hi[i]);
-        }
-    };
-    let to_f32 = |x: &[f64]| -> Vec<f32> {
-        x.iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                let f = v as f32;
-                // Keep the rounded point inside the box.
-                if (f as f64) < lo[i] {
-                    f.next_up()
-                } else if (f as f64) > hi[i] {
-                    f.next_down()
-                } else {
-                    f
-                }
-            })
-            .collect()
-    };
-    // Each disjunct's run is deterministic and independent: run them in
-    // parallel and report the first hit in the given order.
-    let run = |conj: &Vec<crate::property::Halfspace>| -> Option<Counterexample> {
-        let mut x = sp.input.centre();
-        for step in 0..steps {
-            if late() {
-                return None;
+/// `x` in float32, nudged to stay inside `[lo, hi]`.
+pub fn to_f32_in_box(x: &[f64], lo: &[f64], hi: &[f64]) -> Vec<f32> {
+    x.iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let f = v as f32;
+            if (f as f64) < lo[i] {
+                f.next_up()
+            } else if (f as f64) > hi[i] {
+                f.next_down()
+            } else {
+                f
             }
-            let vals = crate::eval::eval_all_unordered(net, &x);
-            let y = &vals[net.output()];
-            let (k, v) = conj
-                .iter()
-                .enumerate()
-                .map(|(k, h)| (k, h.c.iter().zip(y).map(|(c, y)| c * y).sum::<f64>() - h.d))
-                .max_by(|a, b| a.1.total_cmp(&b.1))?;
-            if v <= 0.0
-                && let Some(cex) = check_f32(net, sp, &to_f32(&x))
-            {
-                return Some(cex);
-            }
-            let g = input_gradient(net, &vals, &conj[k].c);
-            let alpha = 2.5 / steps as f64 * (1.0 - step as f64 / steps as f64 * 0.5);
-            for i in 0..x.len() {
-                x[i] -= alpha * (hi[i] - lo[i]) * g[i].signum();
-            }
-            project(&mut x);
-        }
-        check_f32(net, sp, &to_f32(&x))
-    };
-    let conjs: Vec<_> = disjuncts.iter().filter_map(|&i| sp.unsafe_region.get(i)).collect();
-    let hits: Vec<Option<Counterexample>> = conjs.par_iter().map(|c| run(c)).collect();
-    hits.into_iter().flatten().next()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -185,27 +137,27 @@ mod tests {
     use crate::ir::Shape;
     use crate::property::{InputBox, Property};
 
-    /// y0 = x, y1 = 0.5 on x ∈ [0.4, 1]: the centre is safe for label 0,
-    /// the attack must find x < 0.5.
     #[test]
-    fn pgd_finds_the_hidden_counterexample() {
+    fn weakest_disjuncts_keeps_the_unproved_ones_in_order() {
         let mut n = Network::new(Shape::flat(1));
-        n.push("d", Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 }, &[0]).unwrap();
-        let p = Property::robustness("p", InputBox::new(vec![0.4], vec![1.0]).unwrap(), 0, 2).unwrap();
+        n.push("d", Op::Dense { weight: vec![1.0, 0.0, 0.0], bias: vec![0.0, 0.5, 0.2], out: 3 }, &[0]).unwrap();
+        let p = Property::robustness("p", InputBox::new(vec![0.6], vec![1.0]).unwrap(), 0, 3).unwrap();
         let sp = &p.subproblems[0];
-        assert!(check_f32(&n, sp, &[0.7]).is_none());
-        let cex = pgd(&n, sp, &[0], 20, None).expect("counterexample");
-        assert!(cex.input[0] <= 0.5 && cex.input[0] >= 0.4, "{cex:?}");
-        assert!(cex.output[0] <= cex.output[1]);
+        assert_eq!(weakest_disjuncts(sp, &[-1.0, -3.0], 3), vec![1, 0]);
+        assert_eq!(weakest_disjuncts(sp, &[0.5, -3.0], 3), vec![1]);
+        assert!(weakest_disjuncts(sp, &[0.5, 0.1], 3).is_empty());
+        // Centre 0.8: y = (0.8, 0.5, 0.2) is safe; 0.3 is not inside the box.
+        assert!(check_f32(&n, sp, &[0.8]).is_none());
+        assert!(check_f32(&n, sp, &[0.3]).is_none());
     }
 
     #[test]
-    fn pgd_reports_nothing_for_a_robust_box() {
-        let mut n = Network::new(Shape::flat(1));
-        n.push("d", Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 }, &[0]).unwrap();
-        let p = Property::robustness("p", InputBox::new(vec![0.6], vec![1.0]).unwrap(), 0, 2).unwrap();
-        assert!(pgd(&n, &p.subproblems[0], &[0], 20, None).is_none());
-        assert_eq!(weakest_disjuncts(&p.subproblems[0], &[-1.0], 3), vec![0]);
-        assert!(weakest_disjuncts(&p.subproblems[0], &[0.5], 3).is_empty());
+    fn f32_points_stay_in_the_box() {
+        // fl32(0.1) = 0.100000001490116... lies above 0.1 + 1e-9.
+        let x = to_f32_in_box(&[0.1], &[0.05], &[0.1 + 1e-9]);
+        assert!((x[0] as f64) <= 0.1 + 1e-9 && (x[0] as f64) >= 0.05, "{x:?}");
+        assert_eq!(to_f32_in_box(&[0.5], &[0.0], &[1.0]), vec![0.5f32]);
+        let y = to_f32_in_box(&[0.1], &[0.1], &[0.2]);
+        assert!((y[0] as f64) >= 0.1 && (y[0] as f64) <= 0.2);
     }
 }

@@ -108,62 +108,77 @@ pub(crate) fn conv_runs(c: &Conv2d, si: Shape, so: Shape, mut f: impl FnMut(f64,
 
 fn eval_impl<F: EvalFloat>(net: &Network, x: &[F], unordered: bool) -> Vec<Vec<F>> {
     let mut vals: Vec<Vec<F>> = Vec::with_capacity(net.nodes().len());
-    for node in net.nodes() {
-        let inp = |k: usize| &vals[node.inputs[k]];
-        let v = match &node.op {
+    for (id, node) in net.nodes().iter().enumerate() {
+        let v = match node.op {
             Op::Input => x.to_vec(),
-            Op::Dense { weight, bias, out } => {
-                let xi = inp(0);
-                let n = xi.len();
-                if unordered && let Some(v) = F::dense_unordered(weight, bias, xi) {
-                    vals.push(v);
-                    continue;
-                }
-                (0..*out)
-                    .map(|i| {
-                        let mut s = F::zero();
-                        for j in 0..n {
-                            s = s + F::of(weight[i * n + j]) * xi[j];
-                        }
-                        s + F::of(bias[i])
-                    })
-                    .collect()
-            }
-            Op::Conv2d(c) => {
-                let (si, so) = (net.node(node.inputs[0]).shape, node.shape);
-                let x = inp(0);
-                if unordered && let Some(v) = F::conv_unordered(c, si, so, x) {
-                    vals.push(v);
-                    continue;
-                }
-                (0..so.numel())
-                    .map(|o| {
-                        let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
-                        let s = c.taps(si, co, oy, ox).fold(F::zero(), |s, (w, i)| s + F::of(c.weight[w]) * x[i]);
-                        s + F::of(c.bias[co])
-                    })
-                    .collect()
-            }
-            Op::Relu => inp(0).iter().map(|&v| v.max(F::zero())).collect(),
-            Op::Add => inp(0).iter().zip(inp(1)).map(|(&a, &b)| a + b).collect(),
-            Op::Concat => node.inputs.iter().flat_map(|&i| vals[i].iter().copied()).collect(),
-            Op::Reshape => inp(0).clone(),
-            Op::ChannelAffine { mul, add, .. } => {
-                let hw = node.shape.h * node.shape.w;
-                inp(0)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| v * F::of(mul[i / hw].midpoint()) + F::of(add[i / hw].midpoint()))
-                    .collect()
-            }
-            Op::MaxPool2d(p) | Op::AvgPool2d(p) => {
-                let s_in = net.node(node.inputs[0]).shape;
-                pool(inp(0), s_in, node.shape, p, matches!(node.op, Op::MaxPool2d(_)))
+            _ => {
+                let ins: Vec<&[F]> = node.inputs.iter().map(|&k| vals[k].as_slice()).collect();
+                node_values(net, id, &ins, unordered)
             }
         };
         vals.push(v);
     }
     vals
+}
+
+/// The values of node `id` (not the input) given its inputs' values, with
+/// left-to-right sums.
+pub fn eval_node<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]]) -> Vec<F> {
+    node_values(net, id, ins, false)
+}
+
+fn node_values<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]], unordered: bool) -> Vec<F> {
+    let node = net.node(id);
+    let inp = |k: usize| ins[k];
+    match &node.op {
+        Op::Input => inp(0).to_vec(),
+        Op::Dense { weight, bias, out } => {
+            let xi = inp(0);
+            let n = xi.len();
+            if unordered && let Some(v) = F::dense_unordered(weight, bias, xi) {
+                return v;
+            }
+            (0..*out)
+                .map(|i| {
+                    let mut s = F::zero();
+                    for j in 0..n {
+                        s = s + F::of(weight[i * n + j]) * xi[j];
+                    }
+                    s + F::of(bias[i])
+                })
+                .collect()
+        }
+        Op::Conv2d(c) => {
+            let (si, so) = (net.node(node.inputs[0]).shape, node.shape);
+            let x = inp(0);
+            if unordered && let Some(v) = F::conv_unordered(c, si, so, x) {
+                return v;
+            }
+            (0..so.numel())
+                .map(|o| {
+                    let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
+                    let s = c.taps(si, co, oy, ox).fold(F::zero(), |s, (w, i)| s + F::of(c.weight[w]) * x[i]);
+                    s + F::of(c.bias[co])
+                })
+                .collect()
+        }
+        Op::Relu => inp(0).iter().map(|&v| v.max(F::zero())).collect(),
+        Op::Add => inp(0).iter().zip(inp(1)).map(|(&a, &b)| a + b).collect(),
+        Op::Concat => ins.iter().flat_map(|v| v.iter().copied()).collect(),
+        Op::Reshape => inp(0).to_vec(),
+        Op::ChannelAffine { mul, add, .. } => {
+            let hw = node.shape.h * node.shape.w;
+            inp(0)
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| v * F::of(mul[i / hw].midpoint()) + F::of(add[i / hw].midpoint()))
+                .collect()
+        }
+        Op::MaxPool2d(p) | Op::AvgPool2d(p) => {
+            let s_in = net.node(node.inputs[0]).shape;
+            pool(inp(0), s_in, node.shape, p, matches!(node.op, Op::MaxPool2d(_)))
+        }
+    }
 }
 
 /// Output of the network on `x`.

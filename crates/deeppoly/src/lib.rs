@@ -13,8 +13,10 @@ pub mod conformance;
 pub mod eval;
 mod forward;
 pub mod geom;
+pub mod infer;
 pub mod ir;
 mod passes;
+pub mod pgd;
 pub mod property;
 pub mod relax;
 mod rows;
@@ -22,7 +24,7 @@ pub mod testnets;
 
 pub use analysis::{AnalysisError, Analyzer, Options};
 pub use backend::{
-    AffineForward, Arith, BResult, Backend, BackendError, ConvParams, Magnitudes, PoolParams, ReluParams,
+    AffineForward, Arith, BResult, Backend, BackendError, ConvParams, Magnitudes, Pointwise, PoolParams, ReluParams,
     check_unit_rows, unit_rows,
 };
 pub use geom::Geom;

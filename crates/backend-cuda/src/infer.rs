@@ -1,0 +1,163 @@
+//! Batched point inference and gradients for the attack: cuBLAS GEMMs
+//! with the points as rows, and the elementwise kernels of
+//! `kernels/infer.cu`. No step synchronises.
+
+use crate::device::driver_err;
+use crate::point_ops::gemm_rm;
+use crate::{CudaBackend, GpuBuf, GpuScalar, grid_for};
+use cudarc::cublas::{GemmConfig, sys as blas_sys};
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pointwise, Shape, infer::conv_out_shape};
+
+fn failure(msg: String) -> BackendError {
+    BackendError::Failure(msg)
+}
+
+impl CudaBackend {
+    fn buf<T>(&self, data: CudaSlice<T>, len: usize) -> GpuBuf<T> {
+        GpuBuf { data, len }
+    }
+
+    /// `Y = X·Wᵀ + b`: `Y` filled with the bias, then one GEMM with β = 1
+    /// (in cuBLAS's column-major view, `Yᵀ = W·Xᵀ` with `W` transposed).
+    pub(crate) fn i_dense<T: GpuScalar>(
+        &self,
+        w: &GpuBuf<T>,
+        b: &GpuBuf<T>,
+        n_in: usize,
+        x: &GpuBuf<T>,
+        batch: usize,
+    ) -> BResult<GpuBuf<T>> {
+        let n_out = b.len;
+        if w.len != n_out * n_in || x.len != batch * n_in {
+            return Err(failure(format!("infer_dense: {} weights, {} inputs for batch {batch}", w.len, x.len)));
+        }
+        let total = batch * n_out;
+        let mut y = self.alloc_written::<T>(total)?;
+        if total == 0 {
+            return Ok(self.buf(y, 0));
+        }
+        let (n, t) = (n_out as u64, total as u64);
+        let mut l = self.dev.stream.launch_builder(self.dev.func("infer_bias", T::SUFFIX));
+        l.arg(&mut y).arg(&b.data).arg(&n).arg(&t);
+        unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err("infer_bias", e))?;
+        if n_in > 0 {
+            let big = |v: usize| i32::try_from(v).is_err();
+            if big(batch) || big(n_in) || big(n_out) {
+                return Err(failure(format!("GEMM {batch}x{n_in}x{n_out} exceeds cuBLAS's 32-bit sizes")));
+            }
+            let cfg = GemmConfig {
+                transa: blas_sys::cublasOperation_t::CUBLAS_OP_T,
+                transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                m: n_out as i32,
+                n: batch as i32,
+                k: n_in as i32,
+                alpha: T::one(),
+                lda: n_in as i32,
+                ldb: n_in as i32,
+                beta: T::one(),
+                ldc: n_out as i32,
+            };
+            unsafe { T::gemm(self.blas()?, cfg, &w.data, &x.data, &mut y) }
+                .map_err(|e| failure(format!("cuBLAS GEMM: {e:?}")))?;
+        }
+        Ok(self.buf(y, total))
+    }
+
+    /// `G·W` per point.
+    pub(crate) fn i_grad_dense<T: GpuScalar>(
+        &self,
+        g: &GpuBuf<T>,
+        w: &GpuBuf<T>,
+        n_in: usize,
+        batch: usize,
+    ) -> BResult<GpuBuf<T>> {
+        let n_out = g.len.checked_div(batch).unwrap_or(0);
+        if g.len != batch * n_out || w.len != n_out * n_in {
+            return Err(failure(format!("grad_dense: {} weights, {} gradients, batch {batch}", w.len, g.len)));
+        }
+        let mut out = self.alloc::<T>(batch * n_in)?;
+        gemm_rm(self.blas()?, &g.data, batch, n_out, &w.data, n_in, &mut out)?;
+        Ok(self.buf(out, batch * n_in))
+    }
+
+    /// The transposed conv per point: the conv backsubstitution's GEMMs
+    /// with one full-window row per point.
+    pub(crate) fn i_grad_conv<T: GpuScalar>(
+        &self,
+        c: &Conv2d,
+        w: &GpuBuf<T>,
+        input: Shape,
+        g: &GpuBuf<T>,
+        batch: usize,
+    ) -> BResult<GpuBuf<T>> {
+        let so = conv_out_shape(c, input);
+        if g.len != batch * so.numel() || w.len != c.weight.len() {
+            return Err(failure(format!("grad_conv: {} gradients for batch {batch} of {}", g.len, so.numel())));
+        }
+        let m = self.conv_rows(&g.data, batch, &Geom::full(so, batch), c, &w.data, &Geom::full(input, batch))?;
+        Ok(self.buf(m.a, batch * input.numel()))
+    }
+
+    pub(crate) fn i_pointwise<T: GpuScalar>(&self, op: Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
+        let same = |a: &GpuBuf<T>, b: &GpuBuf<T>| {
+            if a.len == b.len {
+                Ok(a.len)
+            } else {
+                Err(failure(format!("{}: {} and {} values", op.name(), a.len, b.len)))
+            }
+        };
+        let total = match op {
+            Pointwise::Relu(x) | Pointwise::Copy(x) => x.len,
+            Pointwise::ReluGrad { g, x } => same(g, x)?,
+            Pointwise::Add(a, b) => same(a, b)?,
+            Pointwise::Scale { x, m, c } => {
+                same(m, c)?;
+                if m.len == 0 || !x.len.is_multiple_of(m.len) {
+                    return Err(failure(format!("scale: {} values with tables of {}", x.len, m.len)));
+                }
+                x.len
+            }
+            Pointwise::SignStep { x, g, lo, hi, .. } => {
+                same(x, g)?;
+                same(x, lo)?;
+                same(x, hi)?
+            }
+        };
+        if let Pointwise::Copy(x) = op {
+            let data = self.dev.stream.clone_dtod(&x.data).map_err(|e| driver_err("copy", e))?;
+            return Ok(self.buf(data, total));
+        }
+        let y = self.alloc_written::<T>(total)?;
+        if total == 0 {
+            return Ok(self.buf(y, 0));
+        }
+        let t = total as u64;
+        let name = match op {
+            Pointwise::Relu(_) => "pw_relu",
+            Pointwise::ReluGrad { .. } => "pw_relu_grad",
+            Pointwise::Add(..) => "pw_add",
+            Pointwise::Scale { .. } => "pw_scale",
+            _ => "pw_sign_step",
+        };
+        let mut l = self.dev.stream.launch_builder(self.dev.func(name, T::SUFFIX));
+        let (alpha, n);
+        match op {
+            Pointwise::Relu(x) => l.arg(&x.data),
+            Pointwise::ReluGrad { g, x } => l.arg(&g.data).arg(&x.data),
+            Pointwise::Add(a, b) => l.arg(&a.data).arg(&b.data),
+            Pointwise::Scale { x, m, c } => {
+                n = m.len as u64;
+                l.arg(&x.data).arg(&m.data).arg(&c.data).arg(&n)
+            }
+            Pointwise::SignStep { x, g, lo, hi, alpha: a } => {
+                alpha = T::from_f64_nearest(a);
+                l.arg(&x.data).arg(&g.data).arg(&lo.data).arg(&hi.data).arg(&alpha)
+            }
+            Pointwise::Copy(_) => unreachable!("copied above"),
+        };
+        l.arg(&y).arg(&t);
+        unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err(name, e))?;
+        Ok(self.buf(y, total))
+    }
+}

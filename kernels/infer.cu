@@ -1,0 +1,68 @@
+// Batched point inference and gradients for the attack's search (never for
+// a verdict): elementwise kernels over `total` values, points stacked.
+
+template <typename T>
+__device__ void infer_bias(T* __restrict__ y, const T* __restrict__ b, size_t n, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = b[i % n];
+}
+
+template <typename T>
+__device__ void pw_relu(const T* __restrict__ x, T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = x[i] > (T)0 ? x[i] : (T)0;
+}
+
+template <typename T>
+__device__ void pw_relu_grad(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = x[i] > (T)0 ? g[i] : (T)0;
+}
+
+template <typename T>
+__device__ void pw_add(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = a[i] + b[i];
+}
+
+// y = x·m_j + c_j, with j the neuron within a point (tables of n values).
+template <typename T>
+__device__ void pw_scale(const T* __restrict__ x, const T* __restrict__ m, const T* __restrict__ c, size_t n,
+                         T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = x[i] * m[i % n] + c[i % n];
+}
+
+// y = clamp(x − α·(hi − lo)·sign(g), lo, hi), sign(0) = 1.
+template <typename T>
+__device__ void pw_sign_step(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ lo,
+                             const T* __restrict__ hi, T alpha, T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    T s = g[i] >= (T)0 ? (T)1 : (T)-1;
+    T v = x[i] - alpha * (hi[i] - lo[i]) * s;
+    v = v > lo[i] ? v : lo[i];
+    y[i] = v < hi[i] ? v : hi[i];
+}
+
+#define INSTANTIATE_INFER(T, S)                                                                                 \
+    extern "C" __global__ void infer_bias_##S(T* y, const T* b, size_t n, size_t total) {                      \
+        infer_bias<T>(y, b, n, total);                                                                          \
+    }                                                                                                           \
+    extern "C" __global__ void pw_relu_##S(const T* x, T* y, size_t total) { pw_relu<T>(x, y, total); }        \
+    extern "C" __global__ void pw_relu_grad_##S(const T* g, const T* x, T* y, size_t total) {                  \
+        pw_relu_grad<T>(g, x, y, total);                                                                        \
+    }                                                                                                           \
+    extern "C" __global__ void pw_add_##S(const T* a, const T* b, T* y, size_t total) {                        \
+        pw_add<T>(a, b, y, total);                                                                              \
+    }                                                                                                           \
+    extern "C" __global__ void pw_scale_##S(const T* x, const T* m, const T* c, size_t n, T* y, size_t total) { \
+        pw_scale<T>(x, m, c, n, y, total);                                                                      \
+    }                                                                                                           \
+    extern "C" __global__ void pw_sign_step_##S(const T* x, const T* g, const T* lo, const T* hi, T alpha,     \
+                                                T* y, size_t total) {                                           \
+        pw_sign_step<T>(x, g, lo, hi, alpha, y, total);                                                         \
+    }
+
+INSTANTIATE_INFER(float, f32)
+INSTANTIATE_INFER(double, f64)
