@@ -138,6 +138,19 @@ impl Device {
         Ok(Self { ctx, stream, name, _module: module, funcs })
     }
 
+    /// The same GPU and kernels with a fresh (non-blocking) stream, for a
+    /// worker thread whose work should overlap this one's.
+    pub fn with_new_stream(&self) -> Result<Self, BackendError> {
+        let stream = self.ctx.new_stream().map_err(|e| driver_err("new stream", e))?;
+        Ok(Self {
+            ctx: self.ctx.clone(),
+            stream,
+            name: self.name.clone(),
+            _module: self._module.clone(),
+            funcs: self.funcs.clone(),
+        })
+    }
+
     pub fn func(&self, base: &str, suffix: &str) -> &CudaFunction {
         &self.funcs[&format!("{base}_{suffix}")]
     }

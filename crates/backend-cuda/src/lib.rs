@@ -220,6 +220,20 @@ impl CudaBackend {
         })
     }
 
+    /// A backend for another worker thread: same GPU and kernels, its own
+    /// stream, cuBLAS handle and caches, so that one worker's host work
+    /// overlaps another's kernels. Give each a share of the memory budget.
+    pub fn worker(&self) -> BResult<Self> {
+        Ok(Self {
+            dev: self.dev.with_new_stream()?,
+            budget: self.budget,
+            blas: OnceLock::new(),
+            offsets_cache: Mutex::default(),
+            props_cache: Mutex::default(),
+            trace: trace::Trace::from_env(),
+        })
+    }
+
     fn blas(&self) -> BResult<&CudaBlas> {
         if let Some(b) = self.blas.get() {
             return Ok(b);

@@ -57,9 +57,12 @@ pub struct AnalysisArgs {
     /// Attack every disjunct before the analysis instead of the weakest ones after it.
     #[arg(long)]
     attack_first: bool,
-    /// Worker threads, each analysing its own batches (CPU; CUDA uses one); results stay in order.
-    #[arg(long, default_value_t = 1)]
-    jobs: usize,
+    /// Worker threads, each analysing its own batches (on CUDA, each with its
+    /// own stream); results stay in order. Default: 3 on CUDA (one worker's
+    /// host work overlaps the others' kernels), 1 on the CPU (the kernels use
+    /// every core).
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Properties whose rows share one backsubstitution (`verify` with several
     /// properties; default: as many as a quarter of the memory budget holds, at
     /// most 256; 1: one at a time; the interval arithmetic always takes one).
@@ -205,7 +208,7 @@ fn verify(a: VerifyArgs) -> Result<bool> {
     });
     let mut records = Vec::new();
     let stdout = std::io::stdout();
-    let workers = a.analysis.jobs;
+    let workers = a.analysis.jobs.unwrap_or_else(|| engine.default_workers());
     engine::run_jobs_parallel(
         &engine,
         workers,
