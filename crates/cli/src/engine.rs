@@ -67,21 +67,9 @@ pub struct Job {
     pub property: Property,
 }
 
-/// Runs every job, calling `sink` with each record as soon as it exists.
-pub fn run_jobs(
-    engine: &Engine,
-    net: &Network,
-    model_name: &str,
-    jobs: &[Job],
-    opts: &Options,
-    precision: Precision,
-    sink: &mut dyn FnMut(Record) -> Result<()>,
-) -> Result<()> {
-    run_jobs_parallel(engine, 1, net, model_name, jobs, opts, precision, sink)
-}
-
-/// [`run_jobs`] with `workers` properties in flight at once, each worker
-/// with its own analyzer; records still reach `sink` in job order.
+/// Runs every job with `workers` batches in flight at once, each worker
+/// with its own analyzer, calling `sink` with each record in job order as
+/// soon as it and every earlier one exist.
 #[allow(clippy::too_many_arguments)]
 pub fn run_jobs_parallel(
     engine: &Engine,

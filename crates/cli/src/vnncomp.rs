@@ -2,6 +2,7 @@
 //! `onnx,vnnlib,result,seconds` row per instance, flushed at once.
 
 use crate::engine::{self, Job};
+use crate::report::Record;
 use crate::{AnalysisArgs, InputError, model};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -14,12 +15,15 @@ pub struct VnncompArgs {
     /// instances.csv: `onnx,vnnlib,timeout` per line, paths relative to its folder.
     #[arg(long)]
     instances: PathBuf,
-    /// Results CSV to append to.
+    /// Results CSV to append to (see `--overwrite`).
     #[arg(long)]
     results: PathBuf,
     /// Skip the instances already in the results file.
     #[arg(long)]
     resume: bool,
+    /// Empty the results file first instead of appending to it.
+    #[arg(long, conflicts_with = "resume")]
+    overwrite: bool,
     #[command(flatten)]
     analysis: AnalysisArgs,
 }
@@ -60,6 +64,26 @@ fn read_instances(path: &Path) -> Result<Vec<Instance>> {
     Ok(out)
 }
 
+/// The counterexample file of an instance: network and property, so that
+/// networks sharing a property file do not overwrite each other's.
+fn cex_file_name(inst: &Instance) -> String {
+    let flat = |p: &str| p.replace(['/', '\\'], "_");
+    format!("{}__{}.counterexample", flat(&inst.onnx), flat(&inst.vnnlib))
+}
+
+/// The complete rows of a results file. A row cut off by a killed run (no
+/// final newline) is dropped from the file: it is not a result, and the
+/// next row must start on its own line.
+fn complete_rows(out: &std::fs::File, path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if keep < bytes.len() {
+        eprintln!("polycert: {}: dropping a partial last row (an interrupted run)", path.display());
+        out.set_len(keep as u64).with_context(|| format!("{}: cannot truncate", path.display()))?;
+    }
+    Ok(String::from_utf8_lossy(&bytes[..keep]).into_owned())
+}
+
 /// Writes a counterexample in VNN-COMP's format.
 pub fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
     let mut s = String::from("sat\n(");
@@ -77,10 +101,18 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
     let backend = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
     let instances = read_instances(&a.instances)?;
     let base = a.instances.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .truncate(false)
+        .open(&a.results)
+        .with_context(|| format!("{}: cannot open", a.results.display()))?;
+    if a.overwrite {
+        out.set_len(0)?;
+    }
+    let text = complete_rows(&out, &a.results)?;
     let mut done = HashSet::new();
-    if a.resume && a.results.exists() {
-        let text =
-            std::fs::read_to_string(&a.results).with_context(|| format!("{}: cannot read", a.results.display()))?;
+    if a.resume {
         for line in text.lines() {
             let f: Vec<&str> = line.split(',').collect();
             if f.len() >= 4 {
@@ -88,54 +120,10 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             }
         }
     }
-    let mut out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .truncate(false)
-        .open(&a.results)
-        .with_context(|| format!("{}: cannot open", a.results.display()))?;
-    if !a.resume {
-        out.set_len(0)?;
-    }
     let cex_dir = PathBuf::from(format!("{}.cex", a.results.display()));
     let mut models: HashMap<String, std::result::Result<model::Imported, String>> = HashMap::new();
     let (mut all_unsat, mut first_error) = (true, None);
-    for inst in &instances {
-        if done.contains(&(inst.onnx.clone(), inst.vnnlib.clone())) {
-            continue;
-        }
-        let net = models
-            .entry(inst.onnx.clone())
-            .or_insert_with(|| model::load(&base.join(&inst.onnx)).map_err(|e| format!("{e:#}")));
-        let rec = match net {
-            Err(e) => crate::report::Record::error(&inst.onnx, &inst.vnnlib, e.clone()),
-            Ok(imported) => {
-                let net = &imported.network;
-                match model::load_vnnlib(imported, &base.join(&inst.vnnlib)) {
-                    Err(e) => crate::report::Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")),
-                    Ok(property) => {
-                        let jobs = [Job { name: inst.vnnlib.clone(), property }];
-                        let opts = a.analysis.options(Some(inst.timeout));
-                        let mut rec = None;
-                        engine::run_jobs(&backend, net, &inst.onnx, &jobs, &opts, a.analysis.precision, &mut |r| {
-                            rec = Some(r);
-                            Ok(())
-                        })?;
-                        let rec = rec.expect("one job, one record");
-                        if let Some(x) = &rec.counterexample {
-                            std::fs::create_dir_all(&cex_dir)?;
-                            let y = polycert_deeppoly::eval::eval::<f32>(net, x);
-                            let stem = Path::new(&inst.vnnlib)
-                                .file_name()
-                                .map(|s| s.to_string_lossy().to_string())
-                                .unwrap_or_default();
-                            write_cex(&cex_dir.join(format!("{stem}.counterexample")), &imported.from_ir_input(x), &y)?;
-                        }
-                        rec
-                    }
-                }
-            }
-        };
+    let mut emit = |inst: &Instance, rec: Record| -> Result<()> {
         let r = vnn_result(&rec.result);
         writeln!(out, "{},{},{},{:.6}", inst.onnx, inst.vnnlib, r, rec.seconds)?;
         out.flush()?;
@@ -150,6 +138,73 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
         if first_error.is_none() {
             first_error = rec.error;
         }
+        Ok(())
+    };
+    let pending: Vec<&Instance> =
+        instances.iter().filter(|i| !done.contains(&(i.onnx.clone(), i.vnnlib.clone()))).collect();
+    // Consecutive instances on one network with one timeout are analysed as
+    // batches (their rows share the GEMMs); `--batch 1` runs them one by one.
+    for group in pending.chunk_by(|x, y| x.onnx == y.onnx && x.timeout == y.timeout) {
+        let first = group[0];
+        let imported = match models
+            .entry(first.onnx.clone())
+            .or_insert_with(|| model::load(&base.join(&first.onnx)).map_err(|e| format!("{e:#}")))
+        {
+            Err(e) => {
+                for inst in group {
+                    emit(inst, Record::error(&inst.onnx, &inst.vnnlib, e.clone()))?;
+                }
+                continue;
+            }
+            Ok(m) => &*m,
+        };
+        let net = &imported.network;
+        // Rows go out in instance order: a bad property file's error row
+        // waits for the results before it.
+        let mut ready: Vec<Option<Record>> = Vec::with_capacity(group.len());
+        let (mut jobs, mut member) = (Vec::new(), Vec::new());
+        for (k, inst) in group.iter().enumerate() {
+            match model::load_vnnlib(imported, &base.join(&inst.vnnlib)) {
+                Err(e) => ready.push(Some(Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")))),
+                Ok(property) => {
+                    ready.push(None);
+                    jobs.push(Job { name: inst.vnnlib.clone(), property });
+                    member.push(k);
+                }
+            }
+        }
+        let opts = a.analysis.options(Some(first.timeout));
+        let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers());
+        let (mut next_job, mut next_row) = (0, 0);
+        let mut flush = |ready: &mut Vec<Option<Record>>, next_row: &mut usize| -> Result<()> {
+            while let Some(rec) = ready.get_mut(*next_row).and_then(Option::take) {
+                emit(group[*next_row], rec)?;
+                *next_row += 1;
+            }
+            Ok(())
+        };
+        flush(&mut ready, &mut next_row)?;
+        engine::run_jobs_parallel(
+            &backend,
+            workers,
+            net,
+            &first.onnx,
+            &jobs,
+            &opts,
+            a.analysis.precision,
+            &mut |rec| {
+                let k = member[next_job];
+                next_job += 1;
+                if let Some(x) = &rec.counterexample {
+                    std::fs::create_dir_all(&cex_dir)?;
+                    let y = polycert_deeppoly::eval::eval::<f32>(net, x);
+                    write_cex(&cex_dir.join(cex_file_name(group[k])), &imported.from_ir_input(x), &y)?;
+                }
+                ready[k] = Some(rec);
+                flush(&mut ready, &mut next_row)
+            },
+        )?;
+        flush(&mut ready, &mut next_row)?;
     }
     if let Some(e) = first_error {
         bail!(InputError(format!("some instances failed; first error: {e}")));

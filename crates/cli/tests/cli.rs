@@ -198,6 +198,64 @@ fn vnncomp_keeps_rows_on_error_and_resumes() {
     assert_eq!(std::fs::read_to_string(&res).unwrap(), rows);
 }
 
+/// Issue 9's data-loss cases: a second run appends (the first run's rows
+/// stay), `--overwrite` empties, a row cut off by a killed run is dropped
+/// and redone on `--resume`, and two networks sharing a property file get
+/// one counterexample file each.
+#[test]
+fn vnncomp_never_loses_rows_or_counterexamples() {
+    let dir = tmp("vnn-append");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(DIGITS, dir.join("a.onnx")).unwrap();
+    std::fs::copy(DIGITS, dir.join("b.onnx")).unwrap();
+    digits_vnnlib(&dir.join("safe.vnnlib"), 64, 0.001);
+    digits_vnnlib(&dir.join("wide.vnnlib"), 64, 0.5);
+    std::fs::write(
+        dir.join("instances.csv"),
+        "a.onnx,safe.vnnlib,60
+a.onnx,wide.vnnlib,60
+b.onnx,wide.vnnlib,60
+",
+    )
+    .unwrap();
+    let (inst, res) = (dir.join("instances.csv"), dir.join("results.csv"));
+    let args =
+        ["vnncomp", "--instances", inst.to_str().unwrap(), "--results", res.to_str().unwrap(), "--backend", "cpu"];
+    let run = |extra: &[&str]| {
+        let mut v = args.to_vec();
+        v.extend_from_slice(extra);
+        let o = polycert(&v);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&[]);
+    let first = std::fs::read_to_string(&res).unwrap();
+    let rows: Vec<&str> = first.lines().collect();
+    assert_eq!(rows.len(), 3, "{first}");
+    assert!(rows[0].starts_with("a.onnx,safe.vnnlib,unsat,"), "{first}");
+    assert!(
+        rows[1].starts_with("a.onnx,wide.vnnlib,sat,") && rows[2].starts_with("b.onnx,wide.vnnlib,sat,"),
+        "{first}"
+    );
+    let cex = dir.join("results.csv.cex");
+    for net in ["a", "b"] {
+        let f = cex.join(format!("{net}.onnx__wide.vnnlib.counterexample"));
+        assert!(std::fs::read_to_string(&f).unwrap().starts_with("sat\n"), "{}", f.display());
+    }
+    run(&[]);
+    let twice = std::fs::read_to_string(&res).unwrap();
+    assert!(twice.starts_with(&first) && twice.lines().count() == 6, "a second run must append:\n{twice}");
+    run(&["--overwrite"]);
+    assert_eq!(std::fs::read_to_string(&res).unwrap().lines().count(), 3);
+    // A killed run left half a row: --resume drops it and redoes that instance.
+    std::fs::write(&res, format!("{}\n{}\nb.onnx,wide.vn", rows[0], rows[1])).unwrap();
+    run(&["--resume"]);
+    let resumed = std::fs::read_to_string(&res).unwrap();
+    let got: Vec<&str> = resumed.lines().collect();
+    assert_eq!(got.len(), 3, "{resumed}");
+    assert_eq!(&got[..2], &rows[..2]);
+    assert!(got[2].starts_with("b.onnx,wide.vnnlib,sat,"), "{resumed}");
+}
+
 #[test]
 fn cuda_backend_without_gpu_is_a_clear_error() {
     let o = polycert(&["verify", "--count", "1", "--backend", "cuda"]);
