@@ -12,7 +12,7 @@ run() {
     local tag=$1
     shift
     for b in mnist_fc cifar10_resnet; do
-        "$C/bin/polycert" vnncomp --backend cuda "$@" --instances "$C/bench/$b/instances.csv" \
+        "$C/bin/polycert" vnncomp --overwrite --backend cuda "$@" --instances "$C/bench/$b/instances.csv" \
             --results "$OUT/${b}_$tag.csv" > "$OUT/${b}_$tag.log" 2>&1
     done
 }

@@ -21,7 +21,7 @@ echo "GPU tests: $pass passed, $fail failed"
 for prec in f64 f32; do
     for b in mnist_fc cifar10_resnet; do
         [ -f "$C/bench/$b/instances.csv" ] || continue
-        "$C/bin/polycert" vnncomp --backend cuda --precision "$prec" --instances "$C/bench/$b/instances.csv" \
+        "$C/bin/polycert" vnncomp --overwrite --backend cuda --precision "$prec" --instances "$C/bench/$b/instances.csv" \
             --results "$OUT/${b}_cuda_${prec}.csv" > "$OUT/${b}_cuda_${prec}.log" 2>&1
         echo "$b $prec: $(cut -d, -f3 "$OUT/${b}_cuda_${prec}.csv" | sort | uniq -c | tr '\n' ' ')"
     done

@@ -24,7 +24,7 @@ for n in $nets; do
 done
 if [ -z "${SKIP_SHARED:-}" ]; then
     for b in mnist_fc cifar10_resnet; do
-        "$C/bin/polycert" vnncomp --backend cuda --precision f64 --attack-steps 0 --instances "$C/bench/$b/instances.csv" \
+        "$C/bin/polycert" vnncomp --overwrite --backend cuda --precision f64 --attack-steps 0 --instances "$C/bench/$b/instances.csv" \
             --results "$OUT/${b}_cuda_f64_noattack.csv" > /dev/null 2>&1
         echo "$b no-attack: $(cut -d, -f3 "$OUT/${b}_cuda_f64_noattack.csv" | sort | uniq -c | tr '\n' ' ')"
     done

@@ -24,8 +24,13 @@ pub enum Precision {
 /// A ready backend.
 pub enum Engine {
     Cpu(CpuBackend),
-    Cuda(Box<CudaBackend>),
+    Cuda(Box<CudaBackend>, CudaWorkers),
 }
+
+/// CUDA backends for worker threads (own streams and cuBLAS handles),
+/// created on first use and kept for every later run of jobs.
+#[derive(Default)]
+pub struct CudaWorkers(std::sync::Mutex<Vec<CudaBackend>>);
 
 /// Opens the chosen backend: `cuda` fails clearly without a GPU, `auto`
 /// falls back to the CPU with a one-line notice.
@@ -33,10 +38,11 @@ pub fn open_backend(choice: BackendChoice, budget: Option<usize>) -> Result<Engi
     let cpu = || Engine::Cpu(budget.map(CpuBackend::with_budget).unwrap_or_default());
     let cuda = || {
         CudaBackend::new().map(|b| {
-            Engine::Cuda(Box::new(match budget {
+            let b = match budget {
                 Some(x) => b.with_budget(x),
                 None => b,
-            }))
+            };
+            Engine::Cuda(Box::new(b), CudaWorkers::default())
         })
     };
     match choice {
@@ -50,13 +56,20 @@ pub fn open_backend(choice: BackendChoice, budget: Option<usize>) -> Result<Engi
 }
 
 impl Engine {
-    /// Worker threads when `--jobs` is not given. Measured on an H100 (10,000
-    /// MNIST images, mnist-net_256x6): 1 worker 19.6 s, 2: 9.2 s, 3: 7.8 s,
-    /// 4: 7.8 s; on smaller nets more than 2 gain nothing.
-    pub fn default_workers(&self) -> usize {
+    /// Worker threads when `--jobs` is not given, for `jobs` properties
+    /// with batches of at most `batch`. On CUDA, 3 workers once there is
+    /// more than one batch: one worker's host work overlaps the others'
+    /// kernels (H100, 10,000 MNIST images on mnist-net_256x6: 1 worker
+    /// 19.6 s, 2: 9.2 s, 3: 7.8 s, 4: 7.8 s); a single batch gains nothing
+    /// from more workers and pays their setup (streams, cuBLAS handles,
+    /// weights). On the CPU, 1: the kernels use every core.
+    pub fn default_workers(&self, jobs: usize, batch: Option<usize>) -> usize {
         match self {
             Engine::Cpu(_) => 1,
-            Engine::Cuda(_) => 3,
+            Engine::Cuda(be, _) => {
+                let per = batch.unwrap_or_else(|| Backend::<f64>::batch_hint(be.as_ref())).max(1);
+                jobs.div_ceil(per).clamp(1, 3)
+            }
         }
     }
 }
@@ -90,17 +103,18 @@ pub fn run_jobs_parallel(
                 Precision::F64 => run_with::<_, f64>(&bes, net, model_name, jobs, opts, sink),
             }
         }
-        Engine::Cuda(be) => {
-            // Workers past the first get their own stream (their host work
-            // overlaps the others' kernels) and share the memory budget.
-            let mut own = Vec::new();
-            if n > 1 {
+        Engine::Cuda(be, workers) => {
+            // Workers get their own stream (their host work overlaps the
+            // others' kernels) and a share of the memory budget.
+            let mut own = workers.0.lock().map_err(|_| anyhow::anyhow!("CUDA workers poisoned"))?;
+            if n > 1 && own.len() < n {
                 let share = Backend::<f64>::memory_budget(be.as_ref()) / n;
+                own.clear();
                 for _ in 0..n {
                     own.push(be.worker().map_err(|e| anyhow::anyhow!("CUDA worker: {e}"))?.with_budget(share));
                 }
             }
-            let bes: Vec<&CudaBackend> = if own.is_empty() { vec![be.as_ref()] } else { own.iter().collect() };
+            let bes: Vec<&CudaBackend> = if n > 1 { own.iter().take(n).collect() } else { vec![be.as_ref()] };
             match precision {
                 Precision::F32 => run_with::<_, f32>(&bes, net, model_name, jobs, opts, sink),
                 Precision::F64 => run_with::<_, f64>(&bes, net, model_name, jobs, opts, sink),

@@ -58,9 +58,9 @@ pub struct AnalysisArgs {
     #[arg(long)]
     attack_first: bool,
     /// Worker threads, each analysing its own batches (on CUDA, each with its
-    /// own stream); results stay in order. Default: 3 on CUDA (one worker's
-    /// host work overlaps the others' kernels), 1 on the CPU (the kernels use
-    /// every core).
+    /// own stream); results stay in order. Default: on CUDA up to 3 when
+    /// there is more than one batch (one worker's host work overlaps the
+    /// others' kernels), 1 on the CPU (the kernels use every core).
     #[arg(long)]
     jobs: Option<usize>,
     /// Properties whose rows share one backsubstitution (`verify` with several
@@ -208,7 +208,7 @@ fn verify(a: VerifyArgs) -> Result<bool> {
     });
     let mut records = Vec::new();
     let stdout = std::io::stdout();
-    let workers = a.analysis.jobs.unwrap_or_else(|| engine.default_workers());
+    let workers = a.analysis.jobs.unwrap_or_else(|| engine.default_workers(jobs.len(), a.analysis.batch));
     engine::run_jobs_parallel(
         &engine,
         workers,

@@ -174,7 +174,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             }
         }
         let opts = a.analysis.options(Some(first.timeout));
-        let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers());
+        let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers(jobs.len(), a.analysis.batch));
         let (mut next_job, mut next_row) = (0, 0);
         let mut flush = |ready: &mut Vec<Option<Record>>, next_row: &mut usize| -> Result<()> {
             while let Some(rec) = ready.get_mut(*next_row).and_then(Option::take) {
