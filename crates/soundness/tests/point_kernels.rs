@@ -295,14 +295,24 @@ fn rowwise<T: TF>(rng: &mut SplitMix) -> (Geom, Vec<T>, Vec<T>, Sc) {
         let s = rand_shape(rng, 3, 6);
         rand_geom(rng, s, rows)
     };
+    // Half the cases put the rows in random batch slots: every table then
+    // holds `slots × neurons` values and row `i` reads from `table_base(i)`.
+    let g = if rng.below(2) == 0 {
+        let slots = 1 + rng.below(3) as u32;
+        let props = (0..rows).map(|_| rng.below(slots as usize) as u32).collect();
+        g.with_props(props)
+    } else {
+        g
+    };
     let a = coeffs(rng, &g, &sc);
-    let r = mags(rng, g.shape.numel(), &sc);
+    let r = mags(rng, g.table_len(), &sc);
     (g, a, r, sc)
 }
 
-/// The exact bounds of an elementwise step: `step(a_j, neuron, constant)`
-/// adds the exact constant of column `j` and returns its candidate exact
-/// multipliers; the column pays its worst `|a_j·m − g_j|·r`.
+/// The exact bounds of an elementwise step: `step(a_j, t, constant)` (`t`
+/// the table index of the row's slot and the column's neuron) adds the
+/// exact constant of column `j` and returns its candidate exact
+/// multipliers; the column pays its worst `|a_j·m − g_j|·r_t`.
 fn rowwise_bounds<T: TF>(
     g: &Geom,
     a: &[T],
@@ -315,7 +325,7 @@ fn rowwise_bounds<T: TF>(
         .map(|i| {
             let (mut c, mut devs) = (ExactSum::new(), vec![]);
             for (j, p) in placed(g, i).iter().enumerate() {
-                let Some(n) = *p else { continue };
+                let Some(n) = p.map(|n| g.table_base(i) + n) else { continue };
                 let (aj, gj) = (a[i * g.cols() + j], out[i * g.cols() + j]);
                 let mut worst = Rational::new();
                 for m in step(aj, n, &mut c) {
@@ -334,7 +344,7 @@ fn rowwise_bounds<T: TF>(
 
 fn relu<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
     let (g, a, r, sc) = rowwise::<T>(rng);
-    let n = g.shape.numel();
+    let n = g.table_len();
     let unit = |rng: &mut SplitMix| T::from_f64_nearest(rng.unit());
     let lam_lo: Vec<T> = (0..n)
         .map(|_| match rng.below(3) {
@@ -364,7 +374,7 @@ fn relu<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
 
 fn diag<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
     let (g, a, r, sc) = rowwise::<T>(rng);
-    let n = g.shape.numel();
+    let n = g.table_len();
     let one = rng.below(4) == 0; // Add: multipliers exactly 1
     let (mlo, mhi) = if one { (vec![T::one(); n], vec![T::one(); n]) } else { ivs(rng, n, sc.w.min(0), sc.spread) };
     let (clo, chi) = ivs::<T>(rng, n, sc.b, sc.spread);
@@ -430,7 +440,7 @@ fn maxpool<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
 /// infinite; zero coefficients contribute nothing).
 fn concretize<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
     let (g, a, _, sc) = rowwise::<T>(rng);
-    let n = g.shape.numel();
+    let n = g.table_len();
     let (mut lo, mut hi) = ivs::<T>(rng, n, sc.r, sc.spread);
     if rng.below(16) == 0 {
         for i in 0..n {
@@ -448,7 +458,7 @@ fn concretize<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
         .map(|i| {
             let mut c = ExactSum::new();
             for (j, p) in placed(&g, i).iter().enumerate() {
-                if let Some(n) = *p {
+                if let Some(n) = p.map(|n| g.table_base(i) + n) {
                     let aj = a[i * g.cols() + j];
                     c.add_prod(aj, if aj >= T::zero() { lo[n] } else { hi[n] });
                 }
