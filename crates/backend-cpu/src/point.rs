@@ -92,8 +92,82 @@ fn diag_rows<T: Fp>(
     (out, cst)
 }
 
+/// Partial sums of a full row's terms: independent lanes let the compiler
+/// vectorise, and the widening of [`constant`] holds for any summation
+/// order of `n` terms (zero terms add exactly).
+const LANES: usize = 4;
+
+/// `Σ f(j)` over `j < n` for three running sums, in [`LANES`] lanes.
+#[inline(always)]
+fn lane_sums(n: usize, mut f: impl FnMut(usize) -> [f64; 3]) -> [f64; 3] {
+    let mut acc = [[0.0f64; 3]; LANES];
+    let whole = n / LANES * LANES;
+    for c in 0..n / LANES {
+        for (l, lane) in acc.iter_mut().enumerate() {
+            let t = f(c * LANES + l);
+            for k in 0..3 {
+                lane[k] += t[k];
+            }
+        }
+    }
+    let mut tot = [0.0f64; 3];
+    for j in whole..n {
+        let t = f(j);
+        for k in 0..3 {
+            tot[k] += t[k];
+        }
+    }
+    for lane in acc {
+        for k in 0..3 {
+            tot[k] += lane[k];
+        }
+    }
+    tot
+}
+
+/// The point ReLU step over full rows (dense layers), branch-free: the
+/// same coefficients, rounding bounds and constant terms as the windowed
+/// path, with every column counted in the sums' widening.
+fn point_relu_full<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T], r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+    let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
+    let cols = a.cols;
+    let (u2, eta4) = (2.0 * T::UNIT_ROUNDOFF, 4.0 * T::MIN_SUBNORMAL.to_f64_exact());
+    let cst = rows_mut(&mut out)
+        .map(|(row, o)| {
+            let ar = &a.a[row * cols..(row + 1) * cols];
+            let t = g.table_base(row)..g.table_base(row) + cols;
+            let (ll, lu, mu, rr) = (&lam.0[t.clone()], &lam.1[t.clone()], &mu_up[t.clone()], &r[t]);
+            let [s, m, e] = lane_sums(cols, |j| {
+                let aj = ar[j];
+                if aj == T::zero() {
+                    return [0.0; 3];
+                }
+                let l = if aj > T::zero() { ll[j] } else { lu[j] };
+                let gj = aj * l;
+                o[j] = gj;
+                // As `product(aj, l, l)`: exact for λ ∈ {0, 1}, else u·|g| + η/2 (doubled).
+                let err = if !gj.is_finite() {
+                    f64::INFINITY
+                } else if l == T::zero() || l == T::one() {
+                    0.0
+                } else {
+                    u2 * gj.to_f64_exact().abs() + eta4
+                };
+                let et = if err > 0.0 { err * rr[j].to_f64_exact() } else { 0.0 };
+                let p = if aj < T::zero() { aj.to_f64_exact() * mu[j].to_f64_exact() } else { 0.0 };
+                [p, p.abs(), et]
+            });
+            constant(cols, s, m, cols, e)
+        })
+        .collect();
+    (out, cst)
+}
+
 /// The point ReLU step.
 pub fn point_relu<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T], r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+    if g.is_full() {
+        return point_relu_full(a, g, lam, mu_up, r);
+    }
     diag_rows(a, g, r, |aj, i| {
         let l = if aj > T::zero() { lam.0[i] } else { lam.1[i] };
         let (gj, err) = product(aj, l, l);
@@ -192,8 +266,20 @@ pub fn point_concretize<T: Fp>(a: &CpuPMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> 
         .into_par_iter()
         .map(|r| {
             let ar = &a.a[r * cols..(r + 1) * cols];
+            if full {
+                // Branch-free lanes (zero coefficients skip infinite ends).
+                let t = g.table_base(r)..g.table_base(r) + cols;
+                let (lo, hi) = (&lo[t.clone()], &hi[t]);
+                let [s, m, _] = lane_sums(cols, |j| {
+                    let aj = ar[j];
+                    let x = if aj > T::zero() { lo[j] } else { hi[j] };
+                    let p = if aj == T::zero() { 0.0 } else { aj.to_f64_exact() * x.to_f64_exact() };
+                    [p, p.abs(), 0.0]
+                });
+                return constant(cols, s, m, 0, 0.0);
+            }
             let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
-            let mut term = |j: usize, i: usize| {
+            for_each_in_window(g, r, |j, i| {
                 let aj = ar[j];
                 if aj == T::zero() {
                     return;
@@ -203,13 +289,7 @@ pub fn point_concretize<T: Fp>(a: &CpuPMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> 
                 s += p;
                 m += p.abs();
                 n += 1;
-            };
-            if full {
-                let base = g.table_base(r);
-                (0..cols).for_each(|j| term(j, base + j));
-            } else {
-                for_each_in_window(g, r, term);
-            }
+            });
             constant(n, s, m, 0, 0.0)
         })
         .collect()
