@@ -33,12 +33,15 @@ __device__ void pw_scale(const T* __restrict__ x, const T* __restrict__ m, const
     if (i < total) y[i] = x[i] * m[i % n] + c[i % n];
 }
 
-// y = clamp(x − α·(hi − lo)·sign(g), lo, hi), sign(0) = 1.
+// y = clamp(x − α·(hi − lo)·sign(g), lo, hi), sign(0) = 1, α = alpha[0]
+// (read from memory, so that a recorded step can vary it).
 template <typename T>
 __device__ void pw_sign_step(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ lo,
-                             const T* __restrict__ hi, T alpha, T* __restrict__ y, size_t total) {
+                             const T* __restrict__ hi, const T* __restrict__ alpha_p, T* __restrict__ y,
+                             size_t total) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total) return;
+    T alpha = alpha_p[0];
     T s = g[i] >= (T)0 ? (T)1 : (T)-1;
     T v = x[i] - alpha * (hi[i] - lo[i]) * s;
     v = v > lo[i] ? v : lo[i];
@@ -59,8 +62,8 @@ __device__ void pw_sign_step(const T* __restrict__ x, const T* __restrict__ g, c
     extern "C" __global__ void pw_scale_##S(const T* x, const T* m, const T* c, size_t n, T* y, size_t total) { \
         pw_scale<T>(x, m, c, n, y, total);                                                                      \
     }                                                                                                           \
-    extern "C" __global__ void pw_sign_step_##S(const T* x, const T* g, const T* lo, const T* hi, T alpha,     \
-                                                T* y, size_t total) {                                           \
+    extern "C" __global__ void pw_sign_step_##S(const T* x, const T* g, const T* lo, const T* hi,              \
+                                                const T* alpha, T* y, size_t total) {                           \
         pw_sign_step<T>(x, g, lo, hi, alpha, y, total);                                                         \
     }
 

@@ -82,6 +82,7 @@ impl<T: Fp> Backend<T> for CpuBackend {
     type Mat = CpuMat<T>;
     type PMat = CpuPMat<T>;
     type Cst = Vec<f64>;
+    type Graph = ();
 
     /// Measured on 2 cores (mnist 256x6): batches of 8 are ~9% faster than
     /// one at a time; larger ones leave the caches and fault fresh pages.

@@ -134,7 +134,13 @@ impl Device {
             funcs.insert(name.to_string(), f);
         }
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
-        let stream = ctx.default_stream();
+        // Each backend keeps to its own stream and its own buffers, so
+        // cudarc's cross-stream events are not needed; without them, and on
+        // a stream of its own (the legacy default stream cannot be
+        // captured), a sequence of calls can be recorded as a CUDA graph.
+        // SAFETY: no buffer of this context is used on two streams.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(|e| driver_err("new stream", e))?;
         Ok(Self { ctx, stream, name, _module: module, funcs })
     }
 

@@ -6,7 +6,7 @@ use crate::device::driver_err;
 use crate::point_ops::gemm_rm;
 use crate::{CudaBackend, GpuBuf, GpuScalar, grid_for};
 use cudarc::cublas::{GemmConfig, sys as blas_sys};
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaGraph, CudaSlice, PushKernelArg};
 use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pointwise, Shape, infer::conv_out_shape};
 
 fn failure(msg: String) -> BackendError {
@@ -118,7 +118,10 @@ impl CudaBackend {
                 }
                 x.len
             }
-            Pointwise::SignStep { x, g, lo, hi, .. } => {
+            Pointwise::SignStep { x, g, lo, hi, alpha } => {
+                if alpha.len == 0 {
+                    return Err(failure("sign_step: no step size".into()));
+                }
                 same(x, g)?;
                 same(x, lo)?;
                 same(x, hi)?
@@ -141,7 +144,7 @@ impl CudaBackend {
             _ => "pw_sign_step",
         };
         let mut l = self.dev.stream.launch_builder(self.dev.func(name, T::SUFFIX));
-        let (alpha, n);
+        let n;
         match op {
             Pointwise::Relu(x) => l.arg(&x.data),
             Pointwise::ReluGrad { g, x } => l.arg(&g.data).arg(&x.data),
@@ -150,14 +153,61 @@ impl CudaBackend {
                 n = m.len as u64;
                 l.arg(&x.data).arg(&m.data).arg(&c.data).arg(&n)
             }
-            Pointwise::SignStep { x, g, lo, hi, alpha: a } => {
-                alpha = T::from_f64_nearest(a);
-                l.arg(&x.data).arg(&g.data).arg(&lo.data).arg(&hi.data).arg(&alpha)
+            Pointwise::SignStep { x, g, lo, hi, alpha } => {
+                l.arg(&x.data).arg(&g.data).arg(&lo.data).arg(&hi.data).arg(&alpha.data)
             }
             Pointwise::Copy(_) => unreachable!("copied above"),
         };
         l.arg(&y).arg(&t);
         unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err(name, e))?;
         Ok(self.buf(y, total))
+    }
+
+    pub(crate) fn i_copy_range<T: GpuScalar>(
+        &self,
+        dst: &mut GpuBuf<T>,
+        dst_at: usize,
+        src: &GpuBuf<T>,
+        src_at: usize,
+        len: usize,
+    ) -> BResult<()> {
+        if dst_at + len > dst.len || src_at + len > src.len {
+            return Err(failure(format!("copy_range: {len} values out of range")));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let from = src.data.slice(src_at..src_at + len);
+        let mut to = dst.data.slice_mut(dst_at..dst_at + len);
+        self.dev.stream.memcpy_dtod(&from, &mut to).map_err(|e| driver_err("copy", e))
+    }
+
+    /// Records the calls of `f` on this backend's stream as a CUDA graph.
+    /// Not with cudarc's cross-stream events (a capture cannot hold them);
+    /// a call that cannot be recorded (a sync, a host transfer) ends the
+    /// capture and gives `None`, as does a stream that cannot be captured.
+    pub(crate) fn i_capture(&self, f: &mut dyn FnMut() -> BResult<()>) -> BResult<Option<CudaGraph>> {
+        if self.dev.ctx.is_event_tracking() {
+            return Ok(None);
+        }
+        let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        if self.dev.stream.begin_capture(mode).is_err() {
+            let _ = self.dev.ctx.check_err();
+            return Ok(None);
+        }
+        let recorded = f();
+        let graph = self.dev.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+        match (recorded, graph) {
+            (Ok(()), Ok(g)) => Ok(g),
+            _ => {
+                // Clear what the failed capture left (errors of frees).
+                let _ = self.dev.ctx.check_err();
+                Ok(None)
+            }
+        }
+    }
+
+    pub(crate) fn i_replay(&self, g: &CudaGraph) -> BResult<()> {
+        g.launch().map_err(|e| driver_err("graph launch", e))
     }
 }

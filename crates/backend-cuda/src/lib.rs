@@ -548,6 +548,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
 
     type PMat = GpuPMat<T>;
     type Cst = GpuCst;
+    type Graph = cudarc::driver::CudaGraph;
 
     fn cst_from_host(&self, v: &[f64]) -> BResult<GpuCst> {
         self.c_from_host(v)
@@ -779,6 +780,27 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     fn pointwise(&self, op: polycert_deeppoly::Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
         let _span = self.trace.span("pointwise");
         self.i_pointwise(op)
+    }
+
+    fn copy_range(
+        &self,
+        dst: &mut GpuBuf<T>,
+        dst_at: usize,
+        src: &GpuBuf<T>,
+        src_at: usize,
+        len: usize,
+    ) -> BResult<()> {
+        self.i_copy_range(dst, dst_at, src, src_at, len)
+    }
+
+    fn capture(&self, f: &mut dyn FnMut() -> BResult<()>) -> BResult<Option<cudarc::driver::CudaGraph>> {
+        let _span = self.trace.span("capture");
+        self.i_capture(f)
+    }
+
+    fn replay(&self, g: &cudarc::driver::CudaGraph) -> BResult<()> {
+        let _span = self.trace.span("replay");
+        self.i_replay(g)
     }
 }
 

@@ -386,4 +386,41 @@ pub trait Backend<T: Fp>: Send + Sync {
     fn pointwise(&self, op: Pointwise<'_, Self::Buf>) -> BResult<Self::Buf> {
         self.upload(&crate::infer::host_pointwise(&op, |b| self.download(b))?)
     }
+
+    /// `dst[dst_at..][..len] = src[src_at..][..len]`. Backends that record
+    /// graphs copy in place (the default replaces `dst`).
+    fn copy_range(
+        &self,
+        dst: &mut Self::Buf,
+        dst_at: usize,
+        src: &Self::Buf,
+        src_at: usize,
+        len: usize,
+    ) -> BResult<()> {
+        let (mut d, s) = (self.download(dst)?, self.download(src)?);
+        match (d.get_mut(dst_at..dst_at + len), s.get(src_at..src_at + len)) {
+            (Some(d), Some(s)) => d.copy_from_slice(s),
+            _ => return Err(BackendError::Failure(format!("copy_range: {len} values out of range"))),
+        }
+        *dst = self.upload(&d)?;
+        Ok(())
+    }
+
+    /// A recorded sequence of backend calls (a CUDA graph).
+    type Graph;
+
+    /// Records the calls `f` makes, without running them, for
+    /// [`Backend::replay`]; `None` where the backend records nothing (or
+    /// could not record these calls). Every buffer the calls read or write
+    /// must stay alive, in place, while the graph is replayed.
+    fn capture(&self, f: &mut dyn FnMut() -> BResult<()>) -> BResult<Option<Self::Graph>> {
+        let _ = f;
+        Ok(None)
+    }
+
+    /// Runs a recorded graph once.
+    fn replay(&self, graph: &Self::Graph) -> BResult<()> {
+        let _ = graph;
+        Err(BackendError::Failure("this backend records no graphs".into()))
+    }
 }

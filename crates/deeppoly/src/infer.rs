@@ -21,8 +21,9 @@ pub enum Pointwise<'b, Buf> {
     /// `x·m_j + c_j`.
     Scale { x: &'b Buf, m: &'b Buf, c: &'b Buf },
     /// A signed step `x − α·(hi − lo)·sign(g)`, clamped to `[lo, hi]`
-    /// (`lo`, `hi` per point; `sign(0) = 1`, as `f64::signum` of +0).
-    SignStep { x: &'b Buf, g: &'b Buf, lo: &'b Buf, hi: &'b Buf, alpha: f64 },
+    /// (`lo`, `hi` per point; `sign(0) = 1`, as `f64::signum` of +0; `α`
+    /// is `alpha[0]`, on the backend so that a recorded step can vary it).
+    SignStep { x: &'b Buf, g: &'b Buf, lo: &'b Buf, hi: &'b Buf, alpha: &'b Buf },
 }
 
 impl<Buf> Pointwise<'_, Buf> {
@@ -68,7 +69,7 @@ pub fn host_pointwise<Buf, T: Fp>(op: &Pointwise<'_, Buf>, get: impl Fn(&Buf) ->
             if x.len() != g.len() || x.len() != lo.len() || x.len() != hi.len() {
                 return Err(mismatch("sign_step", x.len(), g.len()));
             }
-            let a = T::from_f64_nearest(alpha);
+            let a = *get(alpha)?.first().ok_or_else(|| mismatch("sign_step alpha", 0, 1))?;
             Ok((0..x.len())
                 .map(|i| {
                     let s = if g[i] >= T::zero() { T::one() } else { -T::one() };

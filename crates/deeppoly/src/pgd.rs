@@ -23,6 +23,23 @@ pub struct Target<'p> {
     pub group: usize,
 }
 
+/// A recorded attack step and the buffers it writes (`y` at the step's
+/// start point, which it copies to `x_prev`) or reads.
+struct StepGraph<G, Buf> {
+    graph: G,
+    y: Buf,
+    x_prev: Buf,
+    _seeds: Buf,
+}
+
+/// Buffers a recorded step reads.
+#[derive(Clone, Copy)]
+struct Bufs<'b, Buf> {
+    lo: &'b Buf,
+    hi: &'b Buf,
+    alpha: &'b Buf,
+}
+
 /// Most points per chunk of the attack.
 const MAX_POINTS: usize = 4096;
 
@@ -85,10 +102,30 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (lo_d, hi_d) = (be.upload(&lo)?, be.upload(&hi)?);
         let mut x = be.upload(&x0)?;
         let tables = self.scale_tables()?;
+        let alphas: Vec<T> = (0..steps)
+            .map(|s| T::from_f64_nearest(2.5 / steps as f64 * (1.0 - s as f64 / steps as f64 * 0.5)))
+            .collect();
+        let (alphas_d, mut alpha_d) = (be.upload(&alphas)?, be.upload(&alphas[..1])?);
         let mut active: Vec<bool> = pts.iter().map(|t| hits[t.group].is_none()).collect();
+        // After the first step, a backend that records graphs replays the
+        // whole step (inference, gradient, sign step) as one launch.
+        let mut graph: Option<StepGraph<B::Graph, B::Buf>> = None;
         for s in 0..=steps {
-            let v = self.infer_all(&x, p, &tables)?;
-            let y = be.download(self.value(&v, &x, self.net.output()))?;
+            // y at x_s, and (replayed) x already moved to x_{s+1}.
+            let mut replayed = false;
+            if let Some(gr) = graph.as_ref().filter(|_| s < steps) {
+                be.copy_range(&mut alpha_d, 0, &alphas_d, s, 1)?;
+                replayed = be.replay(&gr.graph).is_ok();
+                if !replayed {
+                    graph = None;
+                }
+            }
+            let v = if replayed { None } else { Some(self.infer_all(&x, p, &tables)?) };
+            let y = match (&v, &graph) {
+                (Some(v), _) => be.download(self.value(v, &x, self.net.output()))?,
+                (None, Some(gr)) => be.download(&gr.y)?,
+                (None, None) => unreachable!("replayed without a graph"),
+            };
             let mut seeds = vec![T::zero(); p * n_out];
             let mut candidates = Vec::new();
             for (i, t) in pts.iter().enumerate() {
@@ -112,7 +149,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
             if !candidates.is_empty() {
-                let xs = be.download(&x)?;
+                let at_s = match (&graph, replayed) {
+                    (Some(gr), true) => &gr.x_prev,
+                    _ => &x,
+                };
+                let xs = be.download(at_s)?;
                 let found: Vec<(usize, Counterexample)> = candidates
                     .par_iter()
                     .filter_map(|&i| {
@@ -138,13 +179,62 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if s == steps || late || !active.iter().any(|&a| a) {
                 break;
             }
+            let Some(v) = v else { continue };
             let Some(g) = self.gradient(&v, &x, p, &tables, be.upload(&seeds)?)? else {
                 break;
             };
-            let alpha = 2.5 / steps as f64 * (1.0 - s as f64 / steps as f64 * 0.5);
-            x = be.pointwise(Pointwise::SignStep { x: &x, g: &g, lo: &lo_d, hi: &hi_d, alpha })?;
+            be.copy_range(&mut alpha_d, 0, &alphas_d, s, 1)?;
+            x = be.pointwise(Pointwise::SignStep { x: &x, g: &g, lo: &lo_d, hi: &hi_d, alpha: &alpha_d })?;
+            drop((v, g));
+            if s == 0 && steps > 2 && self.recordable(pts) {
+                let bufs = Bufs { lo: &lo_d, hi: &hi_d, alpha: &alpha_d };
+                graph = self.record_step(&mut x, p, &tables, &seeds, bufs)?;
+            }
         }
         Ok(())
+    }
+
+    /// Whether a step can be recorded once and replayed: the seeds must not
+    /// change (one half-space per disjunct), and every node must run on the
+    /// backend without host transfers.
+    fn recordable(&self, pts: &[Target<'_>]) -> bool {
+        pts.iter().all(|t| t.sp.unsafe_region.get(t.disjunct).is_some_and(|c| c.len() == 1))
+            && self.net.nodes().iter().all(|n| {
+                matches!(
+                    n.op,
+                    Op::Input | Op::Dense { .. } | Op::Relu | Op::Add | Op::Reshape | Op::ChannelAffine { .. }
+                )
+            })
+    }
+
+    /// Records one step from `x` (in place): the outputs at `x` into `y`,
+    /// `x` into `x_prev`, then the sign step on the gradient of the fixed
+    /// `seeds`. `None` when the backend records no graphs.
+    fn record_step(
+        &self,
+        x: &mut B::Buf,
+        p: usize,
+        tables: &[Option<[B::Buf; 3]>],
+        seeds: &[T],
+        b: Bufs<'_, B::Buf>,
+    ) -> BResult<Option<StepGraph<B::Graph, B::Buf>>> {
+        let be = self.backend;
+        let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
+        let seeds = be.upload(seeds)?;
+        let mut y = be.upload(&vec![T::zero(); p * n_out])?;
+        let mut x_prev = be.upload(&vec![T::zero(); p * n_in])?;
+        let graph = be.capture(&mut || {
+            let v = self.infer_all(x, p, tables)?;
+            be.copy_range(&mut y, 0, self.value(&v, x, self.net.output()), 0, p * n_out)?;
+            be.copy_range(&mut x_prev, 0, x, 0, p * n_in)?;
+            let seed = be.pointwise(Pointwise::Copy(&seeds))?;
+            let g = self
+                .gradient(&v, x, p, tables, seed)?
+                .ok_or_else(|| crate::BackendError::Failure("no input gradient".into()))?;
+            let next = be.pointwise(Pointwise::SignStep { x, g: &g, lo: b.lo, hi: b.hi, alpha: b.alpha })?;
+            be.copy_range(x, 0, &next, 0, p * n_in)
+        })?;
+        Ok(graph.map(|graph| StepGraph { graph, y, x_prev, _seeds: seeds }))
     }
 
     /// Per-neuron `(m, c, 0)` tables of the ChannelAffine nodes (midpoints).
