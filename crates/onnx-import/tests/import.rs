@@ -367,6 +367,51 @@ fn concat_and_average_pool() {
     assert_eq!(&y[8..], &[-2.5, -4.5, -10.5, -12.5]);
 }
 
+/// Zero `Pad` (opset 11+ input form and opset 10 attribute form) then an
+/// average pool: the padded positions are zeros, the rest the input.
+#[test]
+fn zero_pad_then_average_pool() {
+    let x: Vec<f64> = (0..2 * 2 * 3).map(|v| f64::from(v) - 5.0).collect();
+    let padded = |c: usize, y: usize, xx: usize| -> f64 {
+        // pads: 1 row on top, 0 left, 0 bottom, 2 columns right: 3 x 5 per channel.
+        if y == 0 || xx >= 3 { 0.0 } else { x[(c * 2 + y - 1) * 3 + xx] }
+    };
+    let pool = |attrs| node("AveragePool", "avg", &["p"], &["y"], attrs);
+    let k = || vec![attr_ints("kernel_shape", &[1, 1])];
+    for opset in [13, 10] {
+        let (pad, inits) = if opset >= 11 {
+            (node("Pad", "pad", &["x", "pads"], &["p"], vec![]), vec![int64s("pads", &[0, 0, 1, 0, 0, 0, 0, 2], false)])
+        } else {
+            (node("Pad", "pad", &["x"], &["p"], vec![attr_ints("pads", &[0, 0, 1, 0, 0, 0, 0, 2])]), vec![])
+        };
+        let m = import(&model(&[1, 2, 2, 3], vec![pad, pool(k())], inits, opset));
+        assert_eq!(kinds(&m), ["Input", "Conv2d", "AvgPool2d"], "opset {opset}");
+        assert_eq!(m.network.output_shape(), Shape::new(2, 3, 5));
+        let y = eval::<f64>(&m.network, &x);
+        for c in 0..2 {
+            for yy in 0..3 {
+                for xx in 0..5 {
+                    assert_eq!(y[(c * 3 + yy) * 5 + xx], padded(c, yy, xx), "opset {opset} at {c},{yy},{xx}");
+                }
+            }
+        }
+    }
+    // All-zero pads are an identity; other modes, values and axes are refused by name.
+    let same = node("Pad", "pad", &["x", "pads"], &["y"], vec![]);
+    let m = import(&model(&[1, 2, 2, 3], vec![same], vec![int64s("pads", &[0; 8], false)], 13));
+    assert!(!kinds(&m).contains(&"Conv2d"), "{:?}", kinds(&m));
+    let refl = node("Pad", "refl", &["x", "pads"], &["y"], vec![attr_s("mode", "reflect")]);
+    let e = import_err(&model(&[1, 2, 2, 3], vec![refl], vec![int64s("pads", &[0, 0, 1, 1, 0, 0, 1, 1], false)], 13));
+    assert!(e.to_string().contains("refl") && e.to_string().contains("reflect"), "{e}");
+    let chan = node("Pad", "chan", &["x", "pads"], &["y"], vec![]);
+    let e = import_err(&model(&[1, 2, 2, 3], vec![chan], vec![int64s("pads", &[0, 1, 0, 0, 0, 0, 0, 0], false)], 13));
+    assert!(e.to_string().contains("chan") && e.to_string().contains("channel"), "{e}");
+    let val = node("Pad", "val", &["x", "pads", "v"], &["y"], vec![]);
+    let inits = vec![int64s("pads", &[0, 0, 1, 0, 0, 0, 0, 0], false), floats("v", &[], &[1.5])];
+    let e = import_err(&model(&[1, 2, 2, 3], vec![val], inits, 13));
+    assert!(e.to_string().contains("val") && e.to_string().contains("1.5"), "{e}");
+}
+
 #[test]
 fn malformed_files_give_clear_errors() {
     let good = model(&[1, 2], vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 13);

@@ -2,13 +2,14 @@
 
 mod affine;
 mod linear;
+mod pad;
 mod pool;
 mod shape;
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
 const SUPPORTED: &str = "Gemm, MatMul, Conv, Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, MaxPool, \
-    AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Concat, Identity, \
+    AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Pad (zeros on H and W), Squeeze, Unsqueeze, Concat, Identity, \
     Dropout, and on constants Shape, Gather, Slice, Cast, Constant";
 
 /// Lowers one node, returning the values of its outputs in order (fewer
@@ -28,6 +29,7 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Flatten" => one(shape::flatten(imp, node)?),
         "Reshape" => one(shape::reshape(imp, node)?),
         "Transpose" => one(shape::transpose(imp, node)?),
+        "Pad" => one(pad::pad(imp, node)?),
         "Unsqueeze" | "Squeeze" => one(shape::squeeze(imp, node)?),
         "Concat" => one(shape::concat(imp, node)?),
         "Shape" => one(shape::shape(imp, node)?),
