@@ -121,7 +121,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .flat_map(|g| (0..sps[g].unsafe_region.len()).map(move |d| (g, d)))
                 .map(|(group, disjunct)| Target { sp: sps[group], disjunct, group })
                 .collect();
-            let found = self.attack_batch(&targets, sps.len(), self.opts.attack_steps, deadline)?;
+            let found = self.attack_or_nothing(&targets, sps.len(), deadline);
             for (h, f) in hits.iter_mut().zip(found) {
                 if h.is_none() {
                     *h = f;
@@ -129,6 +129,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         Ok(hits)
+    }
+
+    /// The batched attack; a backend failure in it (out of memory) finds
+    /// nothing rather than failing the batch: the verdicts stay sound,
+    /// counterexamples are only missed.
+    fn attack_or_nothing(
+        &self,
+        targets: &[Target<'_>],
+        groups: usize,
+        deadline: Option<Instant>,
+    ) -> Vec<Option<Counterexample>> {
+        self.attack_batch(targets, groups, self.opts.attack_steps, deadline).unwrap_or_else(|_| vec![None; groups])
     }
 
     /// After the analysis: PGD on the first unproved sub-problem of each
@@ -152,7 +164,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
         }
-        Ok(self.attack_batch(&targets, plans.len(), self.opts.attack_steps, deadline)?)
+        Ok(self.attack_or_nothing(&targets, plans.len(), deadline))
     }
 
     /// Both passes for a batch of sub-problems: forward intervals and the
