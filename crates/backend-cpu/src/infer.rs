@@ -49,13 +49,6 @@ pub fn infer_dense<T: Fp>(w: &[T], b: &[T], n_in: usize, x: &[T], batch: usize) 
 
 /// `G·W` per point (`G`: `batch × n_out`).
 pub fn grad_dense<T: Fp>(g: &[T], w: &[T], n_in: usize, batch: usize) -> BResult<Vec<T>> {
-    let n_out = g.len().checked_div(batch).unwrap_or(0);
-    if g.len() != batch * n_out || w.len() != n_out * n_in {
-        return Err(BackendError::Failure(format!(
-            "grad_dense: {} weights, {} gradients, batch {batch}",
-            w.len(),
-            g.len()
-        )));
-    }
+    let n_out = polycert_deeppoly::infer::grad_dense_outputs(g.len(), w.len(), n_in, batch)?;
     Ok(crate::point_affine::gemm(g, batch, n_out, w, n_in))
 }

@@ -72,10 +72,7 @@ impl CudaBackend {
         n_in: usize,
         batch: usize,
     ) -> BResult<GpuBuf<T>> {
-        let n_out = g.len.checked_div(batch).unwrap_or(0);
-        if g.len != batch * n_out || w.len != n_out * n_in {
-            return Err(failure(format!("grad_dense: {} weights, {} gradients, batch {batch}", w.len, g.len)));
-        }
+        let n_out = polycert_deeppoly::infer::grad_dense_outputs(g.len, w.len, n_in, batch)?;
         let mut out = self.alloc::<T>(batch * n_in)?;
         gemm_rm(self.blas()?, &g.data, batch, n_out, &w.data, n_in, &mut out)?;
         Ok(self.buf(out, batch * n_in))

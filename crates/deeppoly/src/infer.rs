@@ -80,16 +80,19 @@ pub fn host_pointwise<Buf, T: Fp>(op: &Pointwise<'_, Buf>, get: impl Fn(&Buf) ->
     }
 }
 
+/// The layer's output count for a `grad_dense` of `g_len` gradients and
+/// `w_len` weights over `batch` points, or the error naming the mismatch.
+pub fn grad_dense_outputs(g_len: usize, w_len: usize, n_in: usize, batch: usize) -> BResult<usize> {
+    let n_out = g_len.checked_div(batch).unwrap_or(0);
+    if g_len != batch * n_out || w_len != n_out * n_in {
+        return Err(BackendError::Failure(format!("grad_dense: {w_len} weights, {g_len} gradients, batch {batch}")));
+    }
+    Ok(n_out)
+}
+
 /// `g·W` per point, `W` row-major `n_out × n_in`.
 pub fn host_grad_dense<T: Fp>(g: &[T], w: &[T], n_in: usize, batch: usize) -> BResult<Vec<T>> {
-    let n_out = g.len().checked_div(batch).unwrap_or(0);
-    if g.len() != batch * n_out || w.len() != n_out * n_in {
-        return Err(BackendError::Failure(format!(
-            "grad_dense: {} weights, {} gradients, batch {batch}",
-            w.len(),
-            g.len()
-        )));
-    }
+    let n_out = grad_dense_outputs(g.len(), w.len(), n_in, batch)?;
     let mut out = vec![T::zero(); batch * n_in];
     for p in 0..batch {
         let o = &mut out[p * n_in..(p + 1) * n_in];
