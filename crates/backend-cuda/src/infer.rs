@@ -133,14 +133,8 @@ impl CudaBackend {
             return Ok(self.buf(y, 0));
         }
         let t = total as u64;
-        let name = match op {
-            Pointwise::Relu(_) => "pw_relu",
-            Pointwise::ReluGrad { .. } => "pw_relu_grad",
-            Pointwise::Add(..) => "pw_add",
-            Pointwise::Scale { .. } => "pw_scale",
-            _ => "pw_sign_step",
-        };
-        let mut l = self.dev.stream.launch_builder(self.dev.func(name, T::SUFFIX));
+        let name = format!("pw_{}", op.name());
+        let mut l = self.dev.stream.launch_builder(self.dev.func(&name, T::SUFFIX));
         let n;
         match op {
             Pointwise::Relu(x) => l.arg(&x.data),
@@ -156,7 +150,7 @@ impl CudaBackend {
             Pointwise::Copy(_) => unreachable!("copied above"),
         };
         l.arg(&y).arg(&t);
-        unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err(name, e))?;
+        unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err(&name, e))?;
         Ok(self.buf(y, total))
     }
 

@@ -72,7 +72,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
         let checked: Vec<Result<(), AnalysisError>> =
             props.iter().map(|p| p.check_dims(n_in, n_out).map_err(AnalysisError::from)).collect();
-        let mut early = self.attack_before(props, &checked, deadline)?.into_iter();
+        let mut early = self.attack_before(props, &checked, deadline).into_iter();
         let mut work: Vec<&SubProblem> = Vec::new();
         let mut plans: Vec<Result<Plan, AnalysisError>> = Vec::with_capacity(props.len());
         for (p, ok) in props.iter().zip(checked) {
@@ -98,7 +98,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             r => r?,
         };
-        let late = self.attack_after(&plans, &work, &results, deadline)?;
+        let late = self.attack_after(&plans, &work, &results, deadline);
         let shared = start.elapsed().as_secs_f64() / props.len().max(1) as f64;
         Ok(plans.into_iter().zip(late).map(|(plan, hit)| plan.map(|p| conclude(p, &results, hit, shared))).collect())
     }
@@ -111,7 +111,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         props: &[&Property],
         checked: &[Result<(), AnalysisError>],
         deadline: Option<Instant>,
-    ) -> Result<Vec<Option<Counterexample>>, AnalysisError> {
+    ) -> Vec<Option<Counterexample>> {
         let sps: Vec<&SubProblem> =
             props.iter().zip(checked).filter(|(_, ok)| ok.is_ok()).flat_map(|(p, _)| &p.subproblems).collect();
         let mut hits: Vec<Option<Counterexample>> = sps.par_iter().map(|sp| falsify_centre(self.net, sp)).collect();
@@ -128,7 +128,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
         }
-        Ok(hits)
+        hits
     }
 
     /// The batched attack; a backend failure in it (out of memory) finds
@@ -151,9 +151,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         work: &[&SubProblem],
         results: &[SlotResult],
         deadline: Option<Instant>,
-    ) -> Result<Vec<Option<Counterexample>>, AnalysisError> {
+    ) -> Vec<Option<Counterexample>> {
         if self.opts.attack_first || self.opts.attack_steps == 0 {
-            return Ok(vec![None; plans.len()]);
+            return vec![None; plans.len()];
         }
         let mut targets = Vec::new();
         for (group, plan) in plans.iter().enumerate() {
@@ -164,7 +164,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
         }
-        Ok(self.attack_or_nothing(&targets, plans.len(), deadline))
+        self.attack_or_nothing(&targets, plans.len(), deadline)
     }
 
     /// Both passes for a batch of sub-problems: forward intervals and the

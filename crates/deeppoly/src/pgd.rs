@@ -90,13 +90,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (n_in, n_out, p) = (self.net.input_shape().numel(), self.net.output_shape().numel(), pts.len());
         let (mut lo, mut hi, mut x0) = (Vec::with_capacity(p * n_in), Vec::with_capacity(p * n_in), Vec::new());
         for t in pts {
-            for (&l, &h) in t.sp.input.lo.iter().zip(&t.sp.input.hi) {
+            let b = &t.sp.input;
+            for ((&l, &h), c) in b.lo.iter().zip(&b.hi).zip(b.centre()) {
                 // Inside the box in `T` where it can be; the f32 check nudges.
                 let (lt, ht) = (fp::from_f64_up::<T>(l), fp::from_f64_down::<T>(h));
                 let (lt, ht) = if lt <= ht { (lt, ht) } else { (T::from_f64_nearest(l), T::from_f64_nearest(l)) };
                 lo.push(lt);
                 hi.push(ht);
-                x0.push(T::from_f64_nearest(0.5 * l + 0.5 * h).max(lt).min(ht));
+                x0.push(T::from_f64_nearest(c).max(lt).min(ht));
             }
         }
         let (lo_d, hi_d) = (be.upload(&lo)?, be.upload(&hi)?);
