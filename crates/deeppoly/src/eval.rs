@@ -7,13 +7,6 @@ use num_traits::Float;
 /// Scalar types the reference inference runs in.
 pub trait EvalFloat: Float + Copy + std::iter::Sum {
     fn of(x: f64) -> Self;
-    /// `W·x + b` with sums in any order, where the type has such a path.
-    fn dense_unordered(_w: &[f64], _b: &[f64], _x: &[Self]) -> Option<Vec<Self>> {
-        None
-    }
-    fn conv_unordered(_c: &Conv2d, _si: Shape, _so: Shape, _x: &[Self]) -> Option<Vec<Self>> {
-        None
-    }
 }
 impl EvalFloat for f32 {
     fn of(x: f64) -> Self {
@@ -24,45 +17,22 @@ impl EvalFloat for f64 {
     fn of(x: f64) -> Self {
         x
     }
-    fn dense_unordered(w: &[f64], b: &[f64], x: &[f64]) -> Option<Vec<f64>> {
-        let n = x.len();
-        Some(b.iter().enumerate().map(|(i, &bi)| dot_unordered(&w[i * n..(i + 1) * n], x) + bi).collect())
-    }
-    fn conv_unordered(c: &Conv2d, si: Shape, so: Shape, x: &[f64]) -> Option<Vec<f64>> {
-        let hw = so.h * so.w;
-        let mut out: Vec<f64> = (0..so.numel()).map(|o| c.bias[o / hw]).collect();
-        let sw = c.stride.1;
-        conv_runs(c, si, so, |w, o, i, n| {
-            for (t, y) in out[o..o + n].iter_mut().enumerate() {
-                *y += w * x[i + t * sw];
-            }
-        });
-        Some(out)
-    }
 }
 
 /// Runs the network on `x` in precision `F`, returning every node's values.
 pub fn eval_all<F: EvalFloat>(net: &Network, x: &[F]) -> Vec<Vec<F>> {
-    eval_impl(net, x, false)
-}
-
-/// [`eval_all`] in f64 with dense sums in any order (eight SIMD lanes): for
-/// the attack's search, never for a verdict.
-pub fn eval_all_unordered(net: &Network, x: &[f64]) -> Vec<Vec<f64>> {
-    eval_impl(net, x, true)
-}
-
-/// `Σ a_i·b_i` with eight independent partial sums (vectorises).
-pub fn dot_unordered(a: &[f64], b: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
+    let mut vals: Vec<Vec<F>> = Vec::with_capacity(net.nodes().len());
+    for (id, node) in net.nodes().iter().enumerate() {
+        let v = match node.op {
+            Op::Input => x.to_vec(),
+            _ => {
+                let ins: Vec<&[F]> = node.inputs.iter().map(|&k| vals[k].as_slice()).collect();
+                eval_node(net, id, &ins)
+            }
+        };
+        vals.push(v);
     }
-    acc.iter().sum::<f64>() + tail
+    vals
 }
 
 /// Calls `f(w, o, i, n)` for every run of a conv's taps along a row: output
@@ -106,28 +76,9 @@ pub(crate) fn conv_runs(c: &Conv2d, si: Shape, so: Shape, mut f: impl FnMut(f64,
     }
 }
 
-fn eval_impl<F: EvalFloat>(net: &Network, x: &[F], unordered: bool) -> Vec<Vec<F>> {
-    let mut vals: Vec<Vec<F>> = Vec::with_capacity(net.nodes().len());
-    for (id, node) in net.nodes().iter().enumerate() {
-        let v = match node.op {
-            Op::Input => x.to_vec(),
-            _ => {
-                let ins: Vec<&[F]> = node.inputs.iter().map(|&k| vals[k].as_slice()).collect();
-                node_values(net, id, &ins, unordered)
-            }
-        };
-        vals.push(v);
-    }
-    vals
-}
-
 /// The values of node `id` (not the input) given its inputs' values, with
 /// left-to-right sums.
 pub fn eval_node<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]]) -> Vec<F> {
-    node_values(net, id, ins, false)
-}
-
-fn node_values<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]], unordered: bool) -> Vec<F> {
     let node = net.node(id);
     let inp = |k: usize| ins[k];
     match &node.op {
@@ -135,9 +86,6 @@ fn node_values<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]], unordered: 
         Op::Dense { weight, bias, out } => {
             let xi = inp(0);
             let n = xi.len();
-            if unordered && let Some(v) = F::dense_unordered(weight, bias, xi) {
-                return v;
-            }
             (0..*out)
                 .map(|i| {
                     let mut s = F::zero();
@@ -151,9 +99,6 @@ fn node_values<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]], unordered: 
         Op::Conv2d(c) => {
             let (si, so) = (net.node(node.inputs[0]).shape, node.shape);
             let x = inp(0);
-            if unordered && let Some(v) = F::conv_unordered(c, si, so, x) {
-                return v;
-            }
             (0..so.numel())
                 .map(|o| {
                     let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
@@ -204,8 +149,10 @@ fn pool<F: EvalFloat>(x: &[F], si: Shape, so: Shape, p: &crate::ir::Pool, max: b
 mod tests {
     use super::*;
 
+    /// `conv_runs` (the reference gradient's conv walk) covers every
+    /// (output, input, weight) triple of the taps exactly once.
     #[test]
-    fn unordered_conv_equals_the_reference_on_integers() {
+    fn conv_runs_equal_the_taps_on_integers() {
         for (k, s, p) in
             [((3, 3), (1, 1), (1, 1, 1, 1)), ((3, 2), (2, 2), (0, 1, 1, 0)), ((1, 1), (1, 1), (0, 0, 0, 0))]
         {
@@ -223,18 +170,13 @@ mod tests {
                     c.taps(si, co, oy, ox).map(|(w, i)| c.weight[w] * x[i]).sum::<f64>() + c.bias[co]
                 })
                 .collect();
-            assert_eq!(f64::conv_unordered(&c, si, so, &x).unwrap(), reference, "{k:?} {s:?} {p:?}");
-        }
-    }
-
-    #[test]
-    fn unordered_dot_equals_the_exact_sum_on_integers() {
-        // Small integers: every order gives the exact value.
-        for n in [0, 1, 7, 8, 9, 31, 100] {
-            let a: Vec<f64> = (0..n).map(|i| (i % 7) as f64 - 3.0).collect();
-            let b: Vec<f64> = (0..n).map(|i| (i % 5) as f64 + 1.0).collect();
-            let exact: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-            assert_eq!(dot_unordered(&a, &b), exact, "n = {n}");
+            let mut runs: Vec<f64> = (0..so.numel()).map(|o| c.bias[o / (ho * wo)]).collect();
+            conv_runs(&c, si, so, |w, o, i, n| {
+                for (t, y) in runs[o..o + n].iter_mut().enumerate() {
+                    *y += w * x[i + t * s.1];
+                }
+            });
+            assert_eq!(runs, reference, "{k:?} {s:?} {p:?}");
         }
     }
 }
