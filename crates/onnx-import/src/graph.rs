@@ -10,6 +10,7 @@ use crate::tensor::{Tensor, decode, numel};
 use crate::{ImportError, Imported, OPSETS, ops};
 use polycert_deeppoly::{IrError, Network, NodeId, Op, Shape};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// A failure inside one node, before the file and node names are added.
 #[derive(Debug)]
@@ -43,12 +44,27 @@ pub(crate) fn unsupported<T>(msg: impl Into<String>) -> OpResult<T> {
 }
 
 /// A value computed from the network input: its IR node and its ONNX dims
-/// (batch included). Invariant: the node's IR shape is `ir_shape(dims)`.
+/// (batch included). Without `index`, the node's IR shape is `ir_shape(dims)`.
+/// With `index` (a data-reordering Transpose, or a Slice/Gather/Split, not
+/// lowered yet), element `i` of the ONNX value in row-major order is element
+/// `index[i]` of the node, and no two elements share a node element; only
+/// [`Importer::dynamic_reordered`] hands such values out.
 #[derive(Debug, Clone)]
 pub(crate) struct Dyn {
     pub id: NodeId,
     pub dims: Vec<usize>,
+    pub index: Option<Arc<[usize]>>,
 }
+
+impl Dyn {
+    pub fn new(id: NodeId, dims: Vec<usize>) -> Self {
+        Self { id, dims, index: None }
+    }
+}
+
+/// Largest reordering lowered as its own 0/1 Dense layer when no consumer
+/// can absorb it (the layer has `n²` weights).
+const MAX_REORDER: usize = 4096;
 
 /// A MatMul/Gemm not pushed yet, so that a following Add of a constant can
 /// become its bias.
@@ -211,8 +227,46 @@ impl<'a> Importer<'a> {
         Ok(t)
     }
 
-    /// An input computed from the network input (pushing a pending layer).
+    /// An input computed from the network input, in ONNX data order
+    /// (pushing a pending layer, lowering a pending reordering).
     pub fn dynamic(&mut self, name: &str) -> OpResult<Dyn> {
+        let d = self.dynamic_reordered(name)?;
+        if d.index.is_none() {
+            return Ok(d);
+        }
+        let d = self.reorder(name, d)?;
+        self.values.insert(name.to_string(), Value::Dyn(d.clone()));
+        Ok(d)
+    }
+
+    /// Lowers a pending index map as a Dense layer with one 1 per row: its
+    /// inference is exact (one product by 1, the rest by 0) in any order.
+    fn reorder(&mut self, name: &str, d: Dyn) -> OpResult<Dyn> {
+        let Some(index) = d.index else { return Ok(d) };
+        let (n, k) = (index.len(), self.net.node(d.id).shape.numel());
+        if n.max(k) > MAX_REORDER {
+            return unsupported(format!(
+                "'{name}' reorders or selects {n} of {k} values (Transpose, Slice, Gather, Split) and its consumer \
+                 cannot absorb that (MatMul, Gemm, Relu, reshapes and Transpose can); a separate index layer is \
+                 limited to {MAX_REORDER} values"
+            ));
+        }
+        let mut weight = vec![0.0; n * k];
+        for (i, &j) in index.iter().enumerate() {
+            weight[i * k + j] = 1.0;
+        }
+        let mut id =
+            self.net.push(format!("{name}.index"), Op::Dense { weight, bias: vec![0.0; n], out: n }, &[d.id])?;
+        let want = ir_shape(&d.dims);
+        if self.net.node(id).shape != want {
+            id = self.net.reshape(format!("{name}.index.reshape"), id, want)?;
+        }
+        Ok(Dyn::new(id, d.dims))
+    }
+
+    /// Like [`Importer::dynamic`], but a pending reordering stays pending
+    /// (for the consumers that absorb it: see [`Dyn::index`]).
+    pub fn dynamic_reordered(&mut self, name: &str) -> OpResult<Dyn> {
         match self.values.get(name) {
             Some(Value::Dyn(d)) => Ok(d.clone()),
             Some(Value::Pending(_)) => {
@@ -226,7 +280,7 @@ impl<'a> Importer<'a> {
                 if self.net.node(id).shape != want {
                     id = self.net.reshape(format!("{}.reshape", p.name), id, want)?;
                 }
-                let d = Dyn { id, dims: p.dims };
+                let d = Dyn::new(id, p.dims);
                 self.values.insert(name.to_string(), Value::Dyn(d.clone()));
                 Ok(d)
             }
@@ -262,18 +316,22 @@ impl<'a> Importer<'a> {
     }
 
     /// `d` viewed with ONNX dims `dims` (same element count), pushing an IR
-    /// reshape only when the IR shape changes.
+    /// reshape only when the IR shape changes. A pending reordering stays
+    /// pending: the row-major data order, which it refers to, is unchanged.
     pub fn view(&mut self, node: &Node, d: &Dyn, dims: Vec<usize>) -> OpResult<Dyn> {
         if numel(&dims) != numel(&d.dims) {
             return Err(format!("cannot view {:?} as {dims:?}", d.dims).into());
         }
+        if d.index.is_some() {
+            return Ok(Dyn { id: d.id, dims, index: d.index.clone() });
+        }
         let want = ir_shape(&dims);
         if self.net.node(d.id).shape == want {
-            return Ok(Dyn { id: d.id, dims });
+            return Ok(Dyn::new(d.id, dims));
         }
         let suffix = if self.net.nodes().iter().any(|n| n.name == node.name) { ".reshape" } else { "" };
         let id = self.net.reshape(format!("{}{suffix}", node.name), d.id, want)?;
-        Ok(Dyn { id, dims })
+        Ok(Dyn::new(id, dims))
     }
 }
 
@@ -383,7 +441,7 @@ pub(crate) fn import(model: &ModelProto, file: &str) -> Result<Imported, ImportE
         uses,
         nhwc_input: nhwc.then_some(input.name.as_str()),
     };
-    imp.values.insert(input.name.clone(), Value::Dyn(Dyn { id: 0, dims: ir_dims }));
+    imp.values.insert(input.name.clone(), Value::Dyn(Dyn::new(0, ir_dims)));
 
     for (idx, np) in graph.node.iter().enumerate().filter(|(i, _)| needed[*i]) {
         let name = match (np.name.is_empty(), np.output.first()) {
@@ -400,14 +458,16 @@ pub(crate) fn import(model: &ModelProto, file: &str) -> Result<Imported, ImportE
         }
     }
 
-    let out = match imp.dynamic(out_name) {
-        Ok(d) => d,
-        Err(OpError::Ir(e)) => return Err(model_err(format!("output '{out_name}': {e}"))),
-        Err(_) if imp.is_const(out_name) => {
-            return Err(model_err(format!("graph output '{out_name}' is a constant: it does not depend on the input")));
-        }
-        Err(_) => return Err(model_err(format!("graph output '{out_name}' is not computed by any node"))),
-    };
+    if imp.is_const(out_name) {
+        return Err(model_err(format!("graph output '{out_name}' is a constant: it does not depend on the input")));
+    }
+    if !imp.values.contains_key(out_name) {
+        return Err(model_err(format!("graph output '{out_name}' is not computed by any node")));
+    }
+    let out = imp.dynamic(out_name).map_err(|e| match e {
+        OpError::Ir(e) => model_err(format!("output '{out_name}': {e}")),
+        OpError::Msg(m) | OpError::Unsupported(m) => model_err(format!("output '{out_name}': {m}")),
+    })?;
     if out.id != imp.net.output() || out.id == 0 {
         let shape = imp.net.node(out.id).shape;
         imp.net.reshape("output", out.id, shape).map_err(|e| model_err(e.to_string()))?;

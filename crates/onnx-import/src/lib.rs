@@ -137,11 +137,19 @@ impl Imported {
     }
 }
 
-/// Reads and imports an `.onnx` file.
+/// Reads and imports an `.onnx` file, gzip-compressed or not (VNN-COMP
+/// ships large models as `.onnx.gz`; the gzip magic decides, not the name).
 pub fn load_onnx(path: impl AsRef<Path>) -> Result<Imported, ImportError> {
     let path = path.as_ref();
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Io { file: file.clone(), source })?;
+    let io = |source| ImportError::Io { file: file.clone(), source };
+    let mut bytes = std::fs::read(path).map_err(io)?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut out).map_err(io)?;
+        bytes = out;
+    }
     import_model(&bytes, &file)
 }
 

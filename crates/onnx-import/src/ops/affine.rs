@@ -35,7 +35,7 @@ fn fold(op: &str, a: &Tensor, b: &Tensor) -> OpResult<Tensor> {
 
 /// The per-channel values of a constant broadcast over the channel-first
 /// IR shape of `dims`; fails when the constant varies within a channel.
-fn per_channel(c: &Tensor, dims: &[usize]) -> OpResult<Vec<f64>> {
+pub(super) fn per_channel(c: &Tensor, dims: &[usize]) -> OpResult<Vec<f64>> {
     let full = c.broadcast_to(dims)?;
     let s = ir_shape(dims);
     let hw = s.h * s.w;
@@ -74,7 +74,7 @@ fn residual(imp: &mut Importer, node: &Node, a: &str, b: &str) -> OpResult<Value
         let channels = imp.net.node(y.id).shape.c;
         let op =
             Op::ChannelAffine { mul: vec![point(-1.0)?; channels], add: vec![point(0.0)?; channels], float_ops: 0 };
-        y = Dyn { id: imp.push(node, ".neg", op, &[y.id])?, dims: y.dims };
+        y = Dyn::new(imp.push(node, ".neg", op, &[y.id])?, y.dims);
     }
     let dims = broadcast_dims(&x.dims, &y.dims)?;
     if numel(&dims) != numel(&x.dims) || numel(&dims) != numel(&y.dims) {
@@ -86,7 +86,7 @@ fn residual(imp: &mut Importer, node: &Node, a: &str, b: &str) -> OpResult<Value
     let x = imp.view(node, &x, dims.clone())?;
     let y = imp.view(node, &y, dims.clone())?;
     let id = imp.push(node, "", Op::Add, &[x.id, y.id])?;
-    Ok(Value::Dyn(Dyn { id, dims }))
+    Ok(Value::Dyn(Dyn::new(id, dims)))
 }
 
 /// `x ∘ c` (or `c ∘ x` when `!const_right`) with a constant `c`.
@@ -140,7 +140,7 @@ fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: 
     }
     let x = imp.view(node, &x, dims.clone())?;
     let id = imp.push(node, "", Op::ChannelAffine { mul, add, float_ops: 1 }, &[x.id])?;
-    Ok(Value::Dyn(Dyn { id, dims }))
+    Ok(Value::Dyn(Dyn::new(id, dims)))
 }
 
 /// Inference-mode batch normalisation:
@@ -198,7 +198,7 @@ pub(super) fn batch_norm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     }
     // Inference rounds x − mean, the division, the scaling and the shift.
     let id = imp.push(node, "", Op::ChannelAffine { mul, add, float_ops: 4 }, &[x.id])?;
-    Ok(Value::Dyn(Dyn { id, dims: x.dims }))
+    Ok(Value::Dyn(Dyn::new(id, x.dims)))
 }
 
 pub(super) fn relu(imp: &mut Importer, node: &Node) -> OpResult<Value> {
@@ -208,9 +208,10 @@ pub(super) fn relu(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         t.data.iter_mut().for_each(|v| *v = v.max(0.0));
         return Ok(Value::Const(t));
     }
-    let x = imp.dynamic(xn)?;
+    // Element-wise: a pending index map passes through.
+    let x = imp.dynamic_reordered(xn)?;
     let id = imp.push(node, "", Op::Relu, &[x.id])?;
-    Ok(Value::Dyn(Dyn { id, dims: x.dims }))
+    Ok(Value::Dyn(Dyn { id, ..x }))
 }
 
 pub(super) fn neg(imp: &mut Importer, node: &Node) -> OpResult<Value> {
@@ -224,5 +225,5 @@ pub(super) fn neg(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let channels = imp.net.node(x.id).shape.c;
     let op = Op::ChannelAffine { mul: vec![point(-1.0)?; channels], add: vec![point(0.0)?; channels], float_ops: 0 };
     let id = imp.push(node, "", op, &[x.id])?;
-    Ok(Value::Dyn(Dyn { id, dims: x.dims }))
+    Ok(Value::Dyn(Dyn::new(id, x.dims)))
 }

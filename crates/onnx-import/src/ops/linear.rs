@@ -1,6 +1,6 @@
 //! Gemm, MatMul and Conv: the layers with weight matrices.
 
-use crate::graph::{Importer, Node, OpResult, Pending, Value, unsupported};
+use crate::graph::{Dyn, Importer, Node, OpResult, Pending, Value, unsupported};
 use crate::tensor::Tensor;
 use polycert_deeppoly::{Conv2d, Op};
 
@@ -31,6 +31,20 @@ fn transposed(b: &Tensor, k: usize, n: usize) -> Vec<f64> {
     w
 }
 
+/// `W[out][in]` over the IR node of `x`: a pending index map of `x` moves
+/// the columns (exact; columns no element maps to stay zero).
+fn absorb(imp: &Importer, x: &Dyn, weight: Vec<f64>, out: usize) -> Vec<f64> {
+    let Some(index) = &x.index else { return weight };
+    let (k, cols) = (index.len(), imp.net.node(x.id).shape.numel());
+    let mut w = vec![0.0; out * cols];
+    for (row, dst) in weight.chunks_exact(k).zip(w.chunks_exact_mut(cols)) {
+        for (&v, &j) in row.iter().zip(index.iter()) {
+            dst[j] = v;
+        }
+    }
+    w
+}
+
 /// `Y = alpha·A'·B' + beta·C` with A the network value (one row) and B, C
 /// constants: a Dense layer, left pending so that a following Add of a
 /// constant can still become its bias.
@@ -42,7 +56,7 @@ pub(super) fn gemm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     if imp.is_const(a) || !imp.is_const(b) {
         return unsupported("Gemm needs A computed from the network input and B a constant weight matrix");
     }
-    let x = imp.dynamic(a)?;
+    let x = imp.dynamic_reordered(a)?;
     let k = match (&x.dims[..], ta) {
         (&[1, k], false) | (&[k, 1], true) => k,
         (d, _) => {
@@ -65,6 +79,7 @@ pub(super) fn gemm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     }
     let mut weight = if tb { bt.data } else { transposed(&bt, k, n) };
     scale_exact(&mut weight, alpha, "B")?;
+    let weight = absorb(imp, &x, weight, n);
     let (bias, zero_bias) = match node.input(2) {
         None => (vec![0.0; n], true),
         Some(c) => {
@@ -94,10 +109,16 @@ pub(super) fn gemm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
 /// constant `[K, N]` matrix.
 pub(super) fn matmul(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let (a, b) = (node.required(0)?, node.required(1)?);
-    if imp.is_const(a) || !imp.is_const(b) {
-        return unsupported("MatMul needs A computed from the network input and B a constant weight matrix");
+    match (imp.is_const(a), imp.is_const(b)) {
+        (true, false) => return matmul_left(imp, node, a, b),
+        (false, true) => {}
+        _ => {
+            return unsupported(
+                "MatMul needs one constant operand (the weights) and one computed from the network input",
+            );
+        }
     }
-    let x = imp.dynamic(a)?;
+    let x = imp.dynamic_reordered(a)?;
     let bt = imp.weight(b)?;
     let (k, n) = match &bt.dims[..] {
         [lead @ .., k, n] if lead.iter().all(|&d| d == 1) => (*k, *n),
@@ -117,7 +138,40 @@ pub(super) fn matmul(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     if bt.dims.len() > dims.len() {
         dims = [vec![1; bt.dims.len() - dims.len()], dims].concat();
     }
-    let weight = transposed(&bt, k, n);
+    let weight = absorb(imp, &x, transposed(&bt, k, n), n);
+    Ok(Value::Pending(Box::new(Pending {
+        name: node.name.clone(),
+        input: x.id,
+        weight,
+        bias: vec![0.0; n],
+        out: n,
+        dims,
+        zero_bias: true,
+    })))
+}
+
+/// `Y = W·x` with W a constant `[N, K]` matrix and x the network value, a
+/// column `[K]` or `[K, 1]` (the layout of nn4sys and the VNN-COMP test nets).
+fn matmul_left(imp: &mut Importer, node: &Node, a: &str, b: &str) -> OpResult<Value> {
+    let wt = imp.weight(a)?;
+    let x = imp.dynamic_reordered(b)?;
+    let &[n, k] = &wt.dims[..] else {
+        return unsupported(format!("constant A has dims {:?}; only a 2-D weight matrix is supported", wt.dims));
+    };
+    let dims = match x.dims[..] {
+        [kk] if kk == k => vec![n],
+        [kk, 1] if kk == k => vec![n, 1],
+        _ => {
+            return unsupported(format!(
+                "B has dims {:?}; with a constant A of dims [{n}, {k}] only a column [{k}] or [{k}, 1] is supported",
+                x.dims
+            ));
+        }
+    };
+    if n == 0 || k == 0 {
+        return Err(format!("empty weight matrix {:?}", wt.dims).into());
+    }
+    let weight = absorb(imp, &x, wt.data, n);
     Ok(Value::Pending(Box::new(Pending {
         name: node.name.clone(),
         input: x.id,
@@ -212,5 +266,5 @@ pub(super) fn conv(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let op = Op::Conv2d(Conv2d { weight: wt.data, bias, c_out: m, kernel: (kh, kw), stride, pad });
     let id = imp.push(node, "", op, &[x.id])?;
     let s = imp.net.node(id).shape;
-    Ok(Value::Dyn(crate::graph::Dyn { id, dims: vec![1, s.c, s.h, s.w] }))
+    Ok(Value::Dyn(crate::graph::Dyn::new(id, vec![1, s.c, s.h, s.w])))
 }

@@ -3,14 +3,15 @@
 mod affine;
 mod linear;
 mod pad;
+mod piecewise;
 mod pool;
 mod shape;
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
-const SUPPORTED: &str = "Gemm, MatMul, Conv, Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, MaxPool, \
-    AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Pad (zeros on H and W), Squeeze, Unsqueeze, Concat, Identity, \
-    Dropout, and on constants Shape, Gather, Slice, Cast, Constant";
+const SUPPORTED: &str = "Gemm, MatMul, Conv, Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Clip, LeakyRelu, Max, Min, MaxPool, \
+    AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
+    Pad (zeros on H and W), Squeeze, Unsqueeze, Concat, Identity, Dropout, and on constants Shape, Cast, Constant";
 
 /// Lowers one node, returning the values of its outputs in order (fewer
 /// than the node declares when the rest are unsupported and unused).
@@ -23,6 +24,9 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Add" | "Sub" | "Mul" | "Div" => one(affine::binary(imp, node)?),
         "BatchNormalization" => one(affine::batch_norm(imp, node)?),
         "Relu" => one(affine::relu(imp, node)?),
+        "Clip" => one(piecewise::clip(imp, node)?),
+        "LeakyRelu" => one(piecewise::leaky_relu(imp, node)?),
+        "Max" | "Min" => one(piecewise::max_min(imp, node)?),
         "Neg" => one(affine::neg(imp, node)?),
         "AveragePool" | "MaxPool" => one(pool::pool(imp, node)?),
         "GlobalAveragePool" | "GlobalMaxPool" => one(pool::global_pool(imp, node)?),
@@ -35,6 +39,7 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Shape" => one(shape::shape(imp, node)?),
         "Gather" => one(shape::gather(imp, node)?),
         "Slice" => one(shape::slice(imp, node)?),
+        "Split" => shape::split(imp, node),
         "Cast" => one(shape::cast(imp, node)?),
         "Constant" => one(shape::constant(imp, node)?),
         "Identity" | "Dropout" => one(shape::identity(imp, node)?),

@@ -56,5 +56,5 @@ pub(super) fn pad(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     }
     let op = Op::Conv2d(Conv2d { weight, bias: vec![0.0; c], c_out: c, kernel: (1, 1), stride: (1, 1), pad });
     let id = imp.push(node, "", op, &[x.id])?;
-    Ok(Value::Dyn(Dyn { id, dims: vec![1, c, h + pad.0 + pad.2, w + pad.1 + pad.3] }))
+    Ok(Value::Dyn(Dyn::new(id, vec![1, c, h + pad.0 + pad.2, w + pad.1 + pad.3])))
 }

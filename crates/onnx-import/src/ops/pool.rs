@@ -20,7 +20,7 @@ fn input(imp: &mut Importer, node: &Node) -> OpResult<(Dyn, usize, usize)> {
 fn push(imp: &mut Importer, node: &Node, op: Op, x: &Dyn) -> OpResult<Value> {
     let id = imp.push(node, "", op, &[x.id])?;
     let s = imp.net.node(id).shape;
-    Ok(Value::Dyn(Dyn { id, dims: vec![1, s.c, s.h, s.w] }))
+    Ok(Value::Dyn(Dyn::new(id, vec![1, s.c, s.h, s.w])))
 }
 
 pub(super) fn pool(imp: &mut Importer, node: &Node) -> OpResult<Value> {

@@ -1,10 +1,13 @@
 //! Data-movement and constant ops: Flatten, Reshape, Transpose, (Un)Squeeze,
-//! Concat, Shape, Gather, Slice, Cast, Constant, Identity, Dropout.
+//! Concat, Shape, Gather, Slice, Split, Cast, Constant, Identity, Dropout.
 //!
 //! On constants these are folded (this is how `Shape → Gather → Concat →
 //! Reshape` chains that compute a constant shape disappear). On network
-//! values only those that keep the row-major data order are supported: they
-//! become IR reshapes (or nothing, when the IR shape does not change).
+//! values, reshapes become IR reshapes (or nothing, when the IR shape does
+//! not change); Transpose, Slice, Gather and Split that move data become
+//! pending index maps (`Dyn::index`), which MatMul/Gemm fold into their
+//! weights and Relu and reshapes pass on; other consumers get them lowered
+//! as an exact 0/1 Dense layer.
 
 use crate::graph::{Dyn, Importer, Node, OpResult, Value, ir_shape, unsupported};
 use crate::tensor::{Kind, Tensor, check_perm, decode, norm_axis, numel};
@@ -26,7 +29,7 @@ impl In {
 }
 
 fn get(imp: &mut Importer, name: &str) -> OpResult<In> {
-    if imp.is_const(name) { Ok(In::C(imp.constant(name)?)) } else { Ok(In::D(imp.dynamic(name)?)) }
+    if imp.is_const(name) { Ok(In::C(imp.constant(name)?)) } else { Ok(In::D(imp.dynamic_reordered(name)?)) }
 }
 
 /// The same data under new dims.
@@ -96,7 +99,7 @@ pub(super) fn reshape(imp: &mut Importer, node: &Node) -> OpResult<Value> {
 
 pub(super) fn transpose(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let xn = node.required(0)?;
-    let x = get(imp, xn)?;
+    let x = if imp.is_const(xn) { In::C(imp.constant(xn)?) } else { In::D(imp.dynamic_reordered(xn)?) };
     let rank = x.dims().len();
     let perm: Vec<usize> = match node.ints("perm")? {
         Some(p) => p.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?,
@@ -109,17 +112,41 @@ pub(super) fn transpose(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         In::D(d) if imp.nhwc_input == Some(xn) => Ok(Value::Dyn(d)),
         In::D(d) => {
             let moved: Vec<usize> = perm.iter().copied().filter(|&p| d.dims[p] != 1).collect();
-            if moved.windows(2).any(|w| w[0] > w[1]) {
-                return unsupported(format!(
-                    "Transpose with perm {perm:?} of dims {:?} reorders the data; only transposes that keep the data order, \
-                     or NHWC→NCHW applied directly to the graph input, are supported",
-                    d.dims
-                ));
+            if d.index.is_none() && moved.is_sorted() {
+                let dims = perm.iter().map(|&p| d.dims[p]).collect();
+                return Ok(Value::Dyn(imp.view(node, &d, dims)?));
             }
-            let dims = perm.iter().map(|&p| d.dims[p]).collect();
-            Ok(Value::Dyn(imp.view(node, &d, dims)?))
+            index_map(imp, node, d, |t| t.transpose(&perm)).map(Value::Dyn)
         }
     }
+}
+
+/// Applies a data-movement op `f` (Transpose, Slice, Gather) to a network
+/// value by applying it to the value's index map (indices are exact in f64):
+/// the result stays a pending index map unless it is the identity.
+fn index_map(
+    imp: &mut Importer,
+    node: &Node,
+    d: Dyn,
+    f: impl FnOnce(Tensor) -> Result<Tensor, String>,
+) -> OpResult<Dyn> {
+    let at: Vec<f64> = match &d.index {
+        Some(p) => p.iter().map(|&i| i as f64).collect(),
+        None => (0..numel(&d.dims)).map(|i| i as f64).collect(),
+    };
+    let moved = f(Tensor::new(d.dims.clone(), at, Kind::Int)?)?;
+    let index: Vec<usize> = moved.data.iter().map(|&i| i as usize).collect();
+    let n = imp.net.node(d.id).shape.numel();
+    let mut seen = vec![false; n];
+    for &i in &index {
+        if std::mem::replace(&mut seen[i], true) {
+            return unsupported(format!("{} takes element {i} of the network value twice", node.op()));
+        }
+    }
+    if index.len() == n && index.iter().enumerate().all(|(i, &j)| i == j) {
+        return imp.view(node, &Dyn::new(d.id, d.dims), moved.dims);
+    }
+    Ok(Dyn { id: d.id, dims: moved.dims, index: Some(index.into()) })
 }
 
 /// Unsqueeze and Squeeze (axes from the attribute or, from opset 13, input 1).
@@ -191,7 +218,7 @@ pub(super) fn concat(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         ids.push(v.id);
     }
     let id = imp.push(node, "", Op::Concat, &ids)?;
-    let out = Dyn { id, dims: if channel { dims.clone() } else { vec![numel(&dims)] } };
+    let out = Dyn::new(id, if channel { dims.clone() } else { vec![numel(&dims)] });
     if imp.net.node(id).shape == ir_shape(&out.dims) {
         Ok(Value::Dyn(imp.view(node, &out, dims)?))
     } else {
@@ -209,42 +236,64 @@ pub(super) fn shape(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     Ok(Value::Const(Tensor::ints(&dims[start..end.max(start)])))
 }
 
+/// Gather with constant indices: folded on constants, an index map on
+/// network values (each element taken at most once).
 pub(super) fn gather(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let (d, i) = (node.required(0)?, node.required(1)?);
-    if !imp.is_const(d) || !imp.is_const(i) {
-        return unsupported("Gather is only supported on constants (shape computations)");
+    if !imp.is_const(i) {
+        return unsupported("Gather with indices computed from the network input");
     }
-    let data = imp.constant(d)?;
-    let axis = norm_axis(node.int("axis", 0)?, data.dims.len())?;
-    Ok(Value::Const(data.gather(&imp.constant(i)?, axis)?))
+    let indices = imp.constant(i)?;
+    match get(imp, d)? {
+        In::C(data) => {
+            let axis = norm_axis(node.int("axis", 0)?, data.dims.len())?;
+            Ok(Value::Const(data.gather(&indices, axis)?))
+        }
+        In::D(x) => {
+            let axis = norm_axis(node.int("axis", 0)?, x.dims.len())?;
+            index_map(imp, node, x, |t| t.gather(&indices, axis)).map(Value::Dyn)
+        }
+    }
 }
 
-pub(super) fn slice(imp: &mut Importer, node: &Node) -> OpResult<Value> {
-    let xn = node.required(0)?;
-    if !imp.is_const(xn) {
-        return unsupported("Slice is only supported on constants (shape computations)");
-    }
-    let mut t = imp.constant(xn)?;
+/// `starts`, `ends`, `axes`, `steps` of a Slice (inputs from opset 10, attributes before).
+struct SliceArgs {
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    axes: Option<Vec<i64>>,
+    steps: Vec<i64>,
+}
+
+fn slice_args(imp: &Importer, node: &Node) -> OpResult<SliceArgs> {
     let starts = ints_input_or_attr(imp, node, 1, "starts")?.ok_or("no starts")?;
     let ends = ints_input_or_attr(imp, node, 2, "ends")?.ok_or("no ends")?;
-    let rank = t.dims.len();
-    let axes = ints_input_or_attr(imp, node, 3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let axes = ints_input_or_attr(imp, node, 3, "axes")?;
     let steps = match node.input(4) {
-        Some(n) => imp.constant(n)?.as_i64()?,
+        Some(n) if imp.is_const(n) => imp.constant(n)?.as_i64()?,
+        Some(n) => return unsupported(format!("input '{n}' (steps) must be a constant")),
         None => vec![1; starts.len()],
     };
-    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+    if ends.len() != starts.len()
+        || axes.as_ref().is_some_and(|a| a.len() != starts.len())
+        || steps.len() != starts.len()
+    {
         return Err("starts, ends, axes and steps differ in length".into());
     }
-    for k in 0..starts.len() {
-        let axis = norm_axis(axes[k], rank)?;
-        let (dim, step) = (t.dims[axis] as i64, steps[k]);
+    Ok(SliceArgs { starts, ends, axes, steps })
+}
+
+/// ONNX Slice semantics (negative and out-of-range bounds clamped).
+fn slice_tensor(mut t: Tensor, a: &SliceArgs) -> Result<Tensor, String> {
+    let rank = t.dims.len();
+    for k in 0..a.starts.len() {
+        let axis = norm_axis(a.axes.as_ref().map_or(k as i64, |x| x[k]), rank)?;
+        let (dim, step) = (t.dims[axis] as i64, a.steps[k]);
         if step == 0 {
             return Err("slice step 0".into());
         }
         let fix = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
         let (lo_s, hi_s, lo_e, hi_e) = if step > 0 { (0, dim, 0, dim) } else { (0, dim - 1, -1, dim - 1) };
-        let (mut i, end) = (fix(starts[k]).clamp(lo_s, hi_s.max(lo_s)), fix(ends[k]).clamp(lo_e, hi_e.max(lo_e)));
+        let (mut i, end) = (fix(a.starts[k]).clamp(lo_s, hi_s.max(lo_s)), fix(a.ends[k]).clamp(lo_e, hi_e.max(lo_e)));
         let mut idx = Vec::new();
         while (step > 0 && i < end) || (step < 0 && i > end) {
             idx.push(i);
@@ -252,7 +301,61 @@ pub(super) fn slice(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         }
         t = t.gather(&Tensor::ints(&idx), axis)?;
     }
-    Ok(Value::Const(t))
+    Ok(t)
+}
+
+pub(super) fn slice(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    let args = slice_args(imp, node)?;
+    match get(imp, node.required(0)?)? {
+        In::C(t) => Ok(Value::Const(slice_tensor(t, &args)?)),
+        In::D(x) => index_map(imp, node, x, |t| slice_tensor(t, &args)).map(Value::Dyn),
+    }
+}
+
+/// Split into pieces along an axis (sizes from input 1, the `split`
+/// attribute, or equal parts): one index map per output.
+pub(super) fn split(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
+    let x = get(imp, node.required(0)?)?;
+    let rank = x.dims().len();
+    let axis = norm_axis(node.int("axis", 0)?, rank)?;
+    let dim = x.dims()[axis];
+    let outs = node.proto.output.len();
+    let sizes: Vec<usize> = match ints_input_or_attr(imp, node, 1, "split")? {
+        Some(s) => s
+            .iter()
+            .map(|&v| usize::try_from(v).map_err(|_| format!("negative split size {v}")))
+            .collect::<Result<_, _>>()?,
+        None => {
+            let parts = match node.int("num_outputs", 0)? {
+                0 => outs,
+                n => n as usize,
+            };
+            if parts == 0 {
+                return Err("Split has no outputs".into());
+            }
+            let size = dim.div_ceil(parts);
+            (0..parts).map(|k| size.min(dim.saturating_sub(k * size))).collect()
+        }
+    };
+    if sizes.iter().sum::<usize>() != dim || sizes.len() != outs {
+        return Err(format!("split sizes {sizes:?} do not cover axis {axis} of size {dim} in {outs} outputs").into());
+    }
+    let mut start = 0;
+    let mut values = Vec::with_capacity(outs);
+    for &len in &sizes {
+        let args = SliceArgs {
+            starts: vec![start as i64],
+            ends: vec![(start + len) as i64],
+            axes: Some(vec![axis as i64]),
+            steps: vec![1],
+        };
+        start += len;
+        values.push(match &x {
+            In::C(t) => Value::Const(slice_tensor(t.clone(), &args)?),
+            In::D(d) => Value::Dyn(index_map(imp, node, d.clone(), |t| slice_tensor(t, &args))?),
+        });
+    }
+    Ok(values)
 }
 
 pub(super) fn cast(imp: &mut Importer, node: &Node) -> OpResult<Value> {
@@ -261,7 +364,7 @@ pub(super) fn cast(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let float = matches!(to, 1 | 10 | 11 | 16);
     if !imp.is_const(xn) {
         return if to == 1 {
-            Ok(Value::Dyn(imp.dynamic(xn)?))
+            Ok(Value::Dyn(imp.dynamic_reordered(xn)?))
         } else {
             unsupported(format!("Cast of a network value to data type {to} (only float32 is supported)"))
         };
