@@ -4,7 +4,7 @@
 set -uo pipefail
 [ "$1" = "v1" ] || { echo "expected version v1, got $1" >&2; exit 1; }
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-"$ROOT/target/release/polycert" verify --backend "${POLYCERT_BACKEND:-auto}" --model "$3" --vnnlib "$4" \
+"${POLYCERT_BIN:-$ROOT/target/release/polycert}" verify --backend "${POLYCERT_BACKEND:-auto}" --model "$3" --vnnlib "$4" \
     --timeout "$6" --result-file "$5"
 code=$?
 [ $code -eq 2 ] && { [ -s "$5" ] || echo error > "$5"; }

@@ -4,6 +4,7 @@ mod engine;
 mod images;
 mod model;
 mod report;
+mod results;
 mod vnncomp;
 
 use anyhow::{Context, Result, bail};

@@ -1,14 +1,15 @@
-//! `polycert vnncomp`: runs a VNN-COMP instances file and appends one
-//! `onnx,vnnlib,result,seconds` row per instance, flushed at once.
+//! `polycert vnncomp`: runs a VNN-COMP instances file and appends one row
+//! per instance to a results file (`results.rs`), flushed at once.
 
 use crate::engine::{self, Job};
 use crate::report::Record;
+use crate::results::{Format, ResultsFile, Row};
 use crate::{AnalysisArgs, InputError, model};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 #[derive(Args)]
 pub struct VnncompArgs {
@@ -24,6 +25,12 @@ pub struct VnncompArgs {
     /// Empty the results file first instead of appending to it.
     #[arg(long, conflicts_with = "resume")]
     overwrite: bool,
+    /// Results file format.
+    #[arg(long, value_enum, default_value = "polycert")]
+    format: Format,
+    /// Category column of `--format vnncomp` (default: the instances file's folder name).
+    #[arg(long)]
+    category: Option<String>,
     #[command(flatten)]
     analysis: AnalysisArgs,
 }
@@ -71,27 +78,18 @@ fn cex_file_name(inst: &Instance) -> String {
     format!("{}__{}.counterexample", flat(&inst.onnx), flat(&inst.vnnlib))
 }
 
-/// The complete rows of a results file. A row cut off by a killed run (no
-/// final newline) is dropped from the file: it is not a result, and the
-/// next row must start on its own line.
-fn complete_rows(out: &std::fs::File, path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    if keep < bytes.len() {
-        eprintln!("polycert: {}: dropping a partial last row (an interrupted run)", path.display());
-        out.set_len(keep as u64).with_context(|| format!("{}: cannot truncate", path.display()))?;
-    }
-    Ok(String::from_utf8_lossy(&bytes[..keep]).into_owned())
-}
-
-/// Writes a counterexample in VNN-COMP's format.
+/// Writes a counterexample in VNN-COMP's format: `sat`, then one `(X_i v)`
+/// / `(Y_j v)` pair per line inside one pair of parentheses. Each float32 is
+/// printed as its exact double (shortest round-trip form), so parsing it as a
+/// double and casting to float32, as VNN-COMP's checker does, gives it back
+/// exactly.
 pub fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
     let mut s = String::from("sat\n(");
     for (i, v) in x.iter().enumerate() {
-        s.push_str(&format!("(X_{i} {v:e})\n"));
+        s.push_str(&format!("(X_{i} {:e})\n", *v as f64));
     }
     for (j, v) in y.iter().enumerate() {
-        s.push_str(&format!("(Y_{j} {v:e})\n"));
+        s.push_str(&format!("(Y_{j} {:e})\n", *v as f64));
     }
     s.push_str(")\n");
     std::fs::write(path, s).with_context(|| format!("{}: cannot write", path.display()))
@@ -101,32 +99,29 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
     let backend = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
     let instances = read_instances(&a.instances)?;
     let base = a.instances.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let mut out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .truncate(false)
-        .open(&a.results)
-        .with_context(|| format!("{}: cannot open", a.results.display()))?;
-    if a.overwrite {
-        out.set_len(0)?;
-    }
-    let text = complete_rows(&out, &a.results)?;
-    let mut done = HashSet::new();
-    if a.resume {
-        for line in text.lines() {
-            let f: Vec<&str> = line.split(',').collect();
-            if f.len() >= 4 {
-                done.insert((f[0].to_string(), f[1].to_string()));
-            }
-        }
-    }
+    let category = a.category.clone().unwrap_or_else(|| {
+        let dir = std::path::absolute(&base).unwrap_or_else(|_| base.clone());
+        dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    });
+    let (mut out, rows) = ResultsFile::open(&a.results, a.format, category, a.overwrite)?;
+    let done: HashSet<(String, String)> = if a.resume { rows.into_iter().collect() } else { HashSet::new() };
     let cex_dir = PathBuf::from(format!("{}.cex", a.results.display()));
     let mut models: HashMap<String, std::result::Result<model::Imported, String>> = HashMap::new();
     let (mut all_unsat, mut first_error) = (true, None);
-    let mut emit = |inst: &Instance, rec: Record| -> Result<()> {
+    // Load time per network, charged to the first row that uses it.
+    let prepare: std::cell::RefCell<HashMap<String, f64>> = Default::default();
+    let mut emit = |inst: &Instance, rec: Record, cex: Option<PathBuf>| -> Result<()> {
         let r = vnn_result(&rec.result);
-        writeln!(out, "{},{},{},{:.6}", inst.onnx, inst.vnnlib, r, rec.seconds)?;
-        out.flush()?;
+        let prepare_seconds = prepare.borrow_mut().get_mut(&inst.onnx).map(std::mem::take).unwrap_or(0.0);
+        out.write(&Row {
+            onnx: &inst.onnx,
+            vnnlib: &inst.vnnlib,
+            result: r,
+            seconds: rec.seconds,
+            prepare_seconds,
+            counterexample: cex,
+            message: rec.error.clone(),
+        })?;
         eprintln!(
             "{} {} -> {r} ({:.3}s){}",
             inst.onnx,
@@ -146,13 +141,15 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
     // batches (their rows share the GEMMs); `--batch 1` runs them one by one.
     for group in pending.chunk_by(|x, y| x.onnx == y.onnx && x.timeout == y.timeout) {
         let first = group[0];
-        let imported = match models
-            .entry(first.onnx.clone())
-            .or_insert_with(|| model::load(&base.join(&first.onnx)).map_err(|e| format!("{e:#}")))
-        {
+        let imported = match models.entry(first.onnx.clone()).or_insert_with(|| {
+            let t = Instant::now();
+            let m = model::load(&base.join(&first.onnx)).map_err(|e| format!("{e:#}"));
+            prepare.borrow_mut().insert(first.onnx.clone(), t.elapsed().as_secs_f64());
+            m
+        }) {
             Err(e) => {
                 for inst in group {
-                    emit(inst, Record::error(&inst.onnx, &inst.vnnlib, e.clone()))?;
+                    emit(inst, Record::error(&inst.onnx, &inst.vnnlib, e.clone()), None)?;
                 }
                 continue;
             }
@@ -161,11 +158,11 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
         let net = &imported.network;
         // Rows go out in instance order: a bad property file's error row
         // waits for the results before it.
-        let mut ready: Vec<Option<Record>> = Vec::with_capacity(group.len());
+        let mut ready: Vec<Option<(Record, Option<PathBuf>)>> = Vec::with_capacity(group.len());
         let (mut jobs, mut member) = (Vec::new(), Vec::new());
         for (k, inst) in group.iter().enumerate() {
             match model::load_vnnlib(imported, &base.join(&inst.vnnlib)) {
-                Err(e) => ready.push(Some(Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")))),
+                Err(e) => ready.push(Some((Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")), None))),
                 Ok(property) => {
                     ready.push(None);
                     jobs.push(Job { name: inst.vnnlib.clone(), property });
@@ -176,9 +173,9 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
         let opts = a.analysis.options(Some(first.timeout));
         let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers(jobs.len(), a.analysis.batch));
         let (mut next_job, mut next_row) = (0, 0);
-        let mut flush = |ready: &mut Vec<Option<Record>>, next_row: &mut usize| -> Result<()> {
-            while let Some(rec) = ready.get_mut(*next_row).and_then(Option::take) {
-                emit(group[*next_row], rec)?;
+        let mut flush = |ready: &mut Vec<Option<(Record, Option<PathBuf>)>>, next_row: &mut usize| -> Result<()> {
+            while let Some((rec, cex)) = ready.get_mut(*next_row).and_then(Option::take) {
+                emit(group[*next_row], rec, cex)?;
                 *next_row += 1;
             }
             Ok(())
@@ -195,12 +192,15 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             &mut |rec| {
                 let k = member[next_job];
                 next_job += 1;
+                let mut cex = None;
                 if let Some(x) = &rec.counterexample {
                     std::fs::create_dir_all(&cex_dir)?;
                     let y = polycert_deeppoly::eval::eval::<f32>(net, x);
-                    write_cex(&cex_dir.join(cex_file_name(group[k])), &imported.from_ir_input(x), &y)?;
+                    let path = cex_dir.join(cex_file_name(group[k]));
+                    write_cex(&path, &imported.from_ir_input(x), &y)?;
+                    cex = Some(path);
                 }
-                ready[k] = Some(rec);
+                ready[k] = Some((rec, cex));
                 flush(&mut ready, &mut next_row)
             },
         )?;

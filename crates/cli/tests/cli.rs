@@ -173,6 +173,14 @@ fn vnnlib_dimension_mismatch_and_malformed() {
     assert_input_error(&polycert(&["verify", "--model", DIGITS, "--vnnlib", bad.to_str().unwrap()]), "bad.vnnlib");
 }
 
+/// The rows of a results file in the polycert format (header checked, then skipped).
+fn result_rows(path: &std::path::Path) -> Vec<Vec<String>> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header, ["onnx", "vnnlib", "result", "seconds", "counterexample", "message"]);
+    r.records().map(|rec| rec.unwrap().iter().map(String::from).collect()).collect()
+}
+
 #[test]
 fn vnncomp_keeps_rows_on_error_and_resumes() {
     let dir = tmp("vnn");
@@ -187,21 +195,30 @@ fn vnncomp_keeps_rows_on_error_and_resumes() {
         ["vnncomp", "--instances", inst.to_str().unwrap(), "--results", res.to_str().unwrap(), "--backend", "cpu"];
     let o = polycert(&args);
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
-    let rows = std::fs::read_to_string(&res).unwrap();
-    assert!(rows.lines().next().unwrap().starts_with("digits.onnx,good.vnnlib,unsat,"), "{rows}");
-    assert!(rows.lines().nth(1).unwrap().starts_with("digits.onnx,bad.vnnlib,error,"), "{rows}");
+    let rows = result_rows(&res);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0][..3], ["digits.onnx", "good.vnnlib", "unsat"]);
+    assert_eq!(rows[0][4..], ["", ""]);
+    assert_eq!(rows[1][..3], ["digits.onnx", "bad.vnnlib", "error"]);
+    // The message names the file and the place.
+    assert!(rows[1][5].contains("bad.vnnlib:1:1"), "{:?}", rows[1]);
     // --resume skips both rows already written.
+    let text = std::fs::read_to_string(&res).unwrap();
     let mut resumed = args.to_vec();
     resumed.push("--resume");
     let o = polycert(&resumed);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(std::fs::read_to_string(&res).unwrap(), rows);
+    assert_eq!(std::fs::read_to_string(&res).unwrap(), text);
+    // Appending VNN-COMP rows to a polycert file is refused, leaving it intact.
+    let o = polycert(&[&args[..], &["--format", "vnncomp"]].concat());
+    assert_input_error(&o, "not in the Vnncomp format");
+    assert_eq!(std::fs::read_to_string(&res).unwrap(), text);
 }
 
 /// Issue 9's data-loss cases: a second run appends (the first run's rows
 /// stay), `--overwrite` empties, a row cut off by a killed run is dropped
 /// and redone on `--resume`, and two networks sharing a property file get
-/// one counterexample file each.
+/// one counterexample file each, named in their rows.
 #[test]
 fn vnncomp_never_loses_rows_or_counterexamples() {
     let dir = tmp("vnn-append");
@@ -229,31 +246,202 @@ b.onnx,wide.vnnlib,60
     };
     run(&[]);
     let first = std::fs::read_to_string(&res).unwrap();
-    let rows: Vec<&str> = first.lines().collect();
+    let rows = result_rows(&res);
     assert_eq!(rows.len(), 3, "{first}");
-    assert!(rows[0].starts_with("a.onnx,safe.vnnlib,unsat,"), "{first}");
-    assert!(
-        rows[1].starts_with("a.onnx,wide.vnnlib,sat,") && rows[2].starts_with("b.onnx,wide.vnnlib,sat,"),
-        "{first}"
-    );
+    assert_eq!(rows[0][..3], ["a.onnx", "safe.vnnlib", "unsat"]);
+    assert_eq!(rows[1][..3], ["a.onnx", "wide.vnnlib", "sat"]);
+    assert_eq!(rows[2][..3], ["b.onnx", "wide.vnnlib", "sat"]);
     let cex = dir.join("results.csv.cex");
-    for net in ["a", "b"] {
+    for (row, net) in rows[1..].iter().zip(["a", "b"]) {
         let f = cex.join(format!("{net}.onnx__wide.vnnlib.counterexample"));
+        assert_eq!(row[4], f.display().to_string());
         assert!(std::fs::read_to_string(&f).unwrap().starts_with("sat\n"), "{}", f.display());
     }
     run(&[]);
     let twice = std::fs::read_to_string(&res).unwrap();
-    assert!(twice.starts_with(&first) && twice.lines().count() == 6, "a second run must append:\n{twice}");
+    assert!(twice.starts_with(&first) && twice.lines().count() == 7, "a second run must append:\n{twice}");
     run(&["--overwrite"]);
-    assert_eq!(std::fs::read_to_string(&res).unwrap().lines().count(), 3);
+    assert_eq!(std::fs::read_to_string(&res).unwrap().lines().count(), 4);
     // A killed run left half a row: --resume drops it and redoes that instance.
-    std::fs::write(&res, format!("{}\n{}\nb.onnx,wide.vn", rows[0], rows[1])).unwrap();
+    let lines: Vec<&str> = first.lines().collect();
+    std::fs::write(&res, format!("{}\n{}\n{}\nb.onnx,wide.vn", lines[0], lines[1], lines[2])).unwrap();
     run(&["--resume"]);
-    let resumed = std::fs::read_to_string(&res).unwrap();
-    let got: Vec<&str> = resumed.lines().collect();
-    assert_eq!(got.len(), 3, "{resumed}");
-    assert_eq!(&got[..2], &rows[..2]);
-    assert!(got[2].starts_with("b.onnx,wide.vnnlib,sat,"), "{resumed}");
+    let got = result_rows(&res);
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[..2], rows[..2]);
+    assert_eq!(got[2][..3], ["b.onnx", "wide.vnnlib", "sat"]);
+
+    // --format vnncomp: exactly run_single_instance.sh's lines, no header.
+    let vnn = dir.join("vnncomp.csv");
+    let o = polycert(&[
+        "vnncomp",
+        "--instances",
+        inst.to_str().unwrap(),
+        "--results",
+        vnn.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--format",
+        "vnncomp",
+        "--category",
+        "digits",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&vnn).unwrap();
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (l, (net, prop, result)) in
+        lines.iter().zip([("a", "safe", "unsat"), ("a", "wide", "sat"), ("b", "wide", "sat")])
+    {
+        assert_eq!(l.len(), 6, "{text}");
+        assert_eq!([l[0], l[1], l[2], l[4]], ["digits", &format!("{net}.onnx"), &format!("{prop}.vnnlib"), result]);
+        assert!(l[3].parse::<f64>().unwrap() >= 0.0 && l[5].parse::<f64>().unwrap() > 0.0, "{text}");
+    }
+    // The network's load time goes to its first row only.
+    assert_eq!(lines[1][3], "0.000000");
+}
+
+/// Parses a counterexample the way VNN-COMP's checker (`counterexamples.py`)
+/// does: the lines after the result, newlines as spaces, one outer pair of
+/// parentheses, `(X_i v)` / `(Y_j v)` pairs split at `)`, indices in order,
+/// values read as doubles then cast to the input type (float32).
+fn parse_like_vnncomp_checker(text: &str) -> (Vec<f64>, Vec<f64>) {
+    let (first, rest) = text.split_once('\n').unwrap();
+    assert_eq!(first.trim(), "sat");
+    let content = rest.replace('\n', " ");
+    let content = content.trim();
+    assert!(content.starts_with('(') && content.ends_with(')'), "{content}");
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for part in content[1..content.len() - 1].split(')') {
+        let mut part = part.trim().to_string();
+        if part.is_empty() {
+            continue;
+        }
+        while part.contains("  ") {
+            part = part.replace("  ", " ");
+        }
+        let body = part.strip_prefix('(').unwrap_or_else(|| panic!("part '{part}' does not start with '('"));
+        let fields: Vec<&str> = body.split(' ').collect();
+        let [name, num] = fields[..] else { panic!("part '{part}' is not 'name value'") };
+        let v: f64 = num.parse().unwrap();
+        match name.split_at(2) {
+            ("X_", i) => {
+                assert_eq!(i.parse::<usize>().unwrap(), xs.len());
+                xs.push(v);
+            }
+            ("Y_", j) => {
+                assert_eq!(j.parse::<usize>().unwrap(), ys.len());
+                ys.push(v);
+            }
+            _ => panic!("bad name {name}"),
+        }
+    }
+    (xs, ys)
+}
+
+#[test]
+fn run_instance_result_parses_like_the_vnncomp_checker() {
+    let dir = tmp("run-instance");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (prop, out) = (dir.join("wide.vnnlib"), dir.join("out.txt"));
+    digits_vnnlib(&prop, 64, 0.5);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../vnncomp/run_instance.sh");
+    let o = Command::new("bash")
+        .args([script, "v1", "digits", DIGITS, prop.to_str().unwrap(), out.to_str().unwrap(), "60"])
+        .env("POLYCERT_BIN", env!("CARGO_BIN_EXE_polycert"))
+        .env("POLYCERT_BACKEND", "cpu")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let (xs, ys) = parse_like_vnncomp_checker(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!((xs.len(), ys.len()), (64, 10));
+    // Every value is a float32 printed exactly: the checker's cast loses nothing.
+    assert!(xs.iter().chain(&ys).all(|&v| (v as f32) as f64 == v));
+    // Inside the box with no tolerance, and the property is violated in float32.
+    let text = std::fs::read_to_string(&prop).unwrap();
+    let csv = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/digits_test.csv")).unwrap();
+    let label = csv.split(',').next().unwrap().parse::<usize>().unwrap();
+    for (i, &x) in xs.iter().enumerate() {
+        let bound = |op: &str| -> f64 {
+            let key = format!("(assert ({op} X_{i} ");
+            let at = text.find(&key).unwrap() + key.len();
+            text[at..].split(')').next().unwrap().parse().unwrap()
+        };
+        assert!(bound(">=") <= x && x <= bound("<="), "X_{i} = {x} is outside the box");
+    }
+    let top = (0..10).filter(|&j| j != label).map(|j| ys[j]).fold(f64::MIN, f64::max);
+    assert!(top >= ys[label], "the outputs {ys:?} do not violate the property for label {label}");
+
+    // An unsat instance: one word.
+    let safe = dir.join("safe.vnnlib");
+    digits_vnnlib(&safe, 64, 0.001);
+    let o = Command::new("bash")
+        .args([script, "v1", "digits", DIGITS, safe.to_str().unwrap(), out.to_str().unwrap(), "60"])
+        .env("POLYCERT_BIN", env!("CARGO_BIN_EXE_polycert"))
+        .env("POLYCERT_BACKEND", "cpu")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "unsat\n");
+}
+
+/// A run killed mid-way (SIGKILL, SIGINT) loses no finished row, and
+/// `--resume` completes the rest: every instance once, in order.
+#[test]
+fn vnncomp_killed_mid_run_loses_no_row() {
+    let dir = tmp("vnn-kill");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(DIGITS, dir.join("d.onnx")).unwrap();
+    let n = 120;
+    let mut list = String::new();
+    for k in 0..n {
+        // Wide enough to stay unknown: each instance runs its PGD attack.
+        digits_vnnlib(&dir.join(format!("p{k}.vnnlib")), 64, 0.1 + 0.0001 * k as f64);
+        list += &format!("d.onnx,p{k}.vnnlib,60\n");
+    }
+    let inst = dir.join("instances.csv");
+    std::fs::write(&inst, list).unwrap();
+    for signal in ["KILL", "INT"] {
+        let res = dir.join(format!("results-{signal}.csv"));
+        let args = [
+            "vnncomp",
+            "--instances",
+            inst.to_str().unwrap(),
+            "--results",
+            res.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--batch",
+            "1",
+            "--attack-steps",
+            "2000",
+        ];
+        let mut child = Command::new(env!("CARGO_BIN_EXE_polycert"))
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = std::time::Instant::now();
+        while std::fs::read_to_string(&res).map_or(0, |s| s.lines().count()) < 4 && t.elapsed().as_secs() < 60 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        Command::new("kill").args(["-s", signal, &child.id().to_string()]).status().unwrap();
+        let status = child.wait().unwrap();
+        let before = std::fs::read_to_string(&res).unwrap();
+        let complete = before.lines().count() - usize::from(!before.ends_with('\n'));
+        assert!(status.code() != Some(0), "{signal}: the run finished before the signal; make the instances slower");
+        assert!(complete >= 4 && complete < n + 1, "{signal}: {complete} lines");
+        let o = polycert(&[&args[..], &["--resume"]].concat());
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&o.stderr));
+        let after = std::fs::read_to_string(&res).unwrap();
+        // The complete rows written before the signal are still there, unchanged.
+        let kept: Vec<&str> = before.lines().take(complete).collect();
+        assert_eq!(after.lines().take(complete).collect::<Vec<_>>(), kept, "{signal}");
+        let rows = result_rows(&res);
+        let props: Vec<String> = rows.iter().map(|r| r[1].clone()).collect();
+        let want: Vec<String> = (0..n).map(|k| format!("p{k}.vnnlib")).collect();
+        assert_eq!(props, want, "{signal}: every instance once, in order");
+    }
 }
 
 #[test]
