@@ -168,8 +168,17 @@ fn mutated_files_never_panic() {
         decls(2, 2),
         boxed(2)
     );
+    let v2 = "(vnnlib-version <2.0>)\n(declare-network n (declare-input X Real [1,2]) (declare-output Y Real [2]))\n\
+              (assert (<= X[0,0] 1.0))(assert (>= X[0,0] 0.0))(assert (<= X[0,1] 1.0))(assert (>= X[0,1] 0.0))\n\
+              (assert (or (and (>= Y[0] Y[1])) (== Y[1] (- Y[0] 0.5))))\n";
+    for text in [text.as_str(), v2] {
+        mutate(text);
+    }
+}
+
+fn mutate(text: &str) {
     let bytes = text.as_bytes();
-    let alphabet = b"()XY_0123456789.-+*e; \nabdnorst<=>";
+    let alphabet = b"()[],XY_0123456789.-+*e; \nabdnorst<=>";
     let mut s = 0x2545f4914f6cdd1du64;
     let mut rnd = |n: usize| {
         s ^= s << 13;
@@ -194,4 +203,70 @@ fn mutated_files_never_panic() {
             assert!(e.to_string().starts_with("m.vnnlib"), "{e}");
         }
     }
+}
+
+/// The VNNLIB 2.0 form of a 1.0 property gives the same property.
+#[test]
+fn vnnlib_2_matches_1() {
+    // Input [2,3] (flat X_0..X_5, row-major), output [3].
+    let mut v2 = String::from(
+        "(vnnlib-version <2.0>)\n; a comment\n(declare-network net\n  (declare-input X Real [2,3])\n  (declare-output Out float32 [3])\n)\n",
+    );
+    let mut v1 = decls(6, 3);
+    for i in 0..6 {
+        let (r, c) = (i / 3, i % 3);
+        // Spaces inside the brackets are allowed by the grammar.
+        v2 += &format!("(assert (<= X[{r}, {c}] {}.5))\n(assert (>= X[{r},{c}] -{i}))\n", i + 1);
+    }
+    v1 += &boxed(6);
+    v2 += "(assert (or (and (>= Out[0] Out[1])) (and (>= (+ Out[2] 0.5) Out[1]) (== Out[0] (* 2.0 Out[2])))))\n";
+    v1 += "(assert (or (and (>= Y_0 Y_1)) (and (>= (+ Y_2 0.5) Y_1) (= Y_0 (* 2.0 Y_2)))))\n";
+    let a = parse_vnnlib(&v1, "p.vnnlib", 6, 3).unwrap();
+    let b = parse_vnnlib(&v2, "p.vnnlib", 6, 3).unwrap();
+    assert_eq!(a.subproblems.len(), 1);
+    assert_eq!(a.subproblems[0].input.lo, b.subproblems[0].input.lo);
+    assert_eq!(a.subproblems[0].input.hi, b.subproblems[0].input.hi);
+    assert_eq!(a.subproblems[0].unsafe_region, b.subproblems[0].unsafe_region);
+    assert_eq!(b.subproblems[0].unsafe_region[1].len(), 3);
+
+    // A scalar output (shape []) is named without an index.
+    let s = "(vnnlib-version <2.1>)\n(declare-network n (declare-input X Real [1]) (declare-output Y Real []))\n\
+             (assert (>= X[0] 0.0))\n(assert (<= X[0] 1.0))\n(assert (<= Y -3.0))\n";
+    let p = parse_vnnlib(s, "s.vnnlib", 1, 1).unwrap();
+    assert_eq!(p.subproblems[0].unsafe_region, vec![vec![Halfspace { c: vec![1.0], d: -3.0 }]]);
+}
+
+#[test]
+fn vnnlib_2_errors_give_line_and_column() {
+    let head = "(vnnlib-version <2.0>)\n(declare-network n\n  (declare-input X Real [2,2])\n  (declare-output Y Real [2])\n)\n";
+    let cases: [(String, usize, usize, &str); 8] = [
+        ("(vnnlib-version <3.0>)\n".into(), 1, 1, "version 3.0"),
+        (format!("{head}(assert (<= X[2,0] 1.0))\n"), 6, 13, "does not index 'X' of shape [2, 2]"),
+        (format!("{head}(assert (<= X[0] 1.0))\n"), 6, 13, "does not index"),
+        (format!("{head}(assert (<= Z[0] 1.0))\n"), 6, 13, "unknown symbol 'Z[0]'"),
+        (format!("{head}(assert (!= Y[0] 1.0))\n"), 6, 9, "'!='"),
+        (format!("{head}(declare-network m (declare-input A Real [4]) (declare-output B Real [2]))\n"), 6, 1, "several networks"),
+        (
+            "(vnnlib-version <2.0>)\n(declare-network n\n  (declare-input X Real [4])\n  (declare-hidden H Real [2] \"h\")\n  (declare-output Y Real [2]))\n".into(),
+            4,
+            3,
+            "declare-hidden",
+        ),
+        (
+            "(vnnlib-version <2.0>)\n(declare-network n (declare-input X Real [5]) (declare-output Y Real [2]))\n".into(),
+            2,
+            1,
+            "shape [5] (5 values), the model has 4",
+        ),
+    ];
+    for (text, line, col, want) in cases {
+        let e = parse_vnnlib(&text, "bad.vnnlib", 4, 2).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with(&format!("bad.vnnlib:{line}:{col}: ")) && msg.contains(want), "{msg}\nfor\n{text}");
+    }
+    // Initialized inputs and the 1.0 declarations inside a 2.0 file are refused too.
+    let init = "(vnnlib-version <2.1>)\n(declare-network n (declare-input X Real [4] initialized) (declare-output Y Real [2]))\n";
+    assert!(parse_vnnlib(init, "i.vnnlib", 4, 2).unwrap_err().to_string().contains("'initialized'"));
+    let mixed = format!("{head}(declare-const X_0 Real)\n");
+    assert!(parse_vnnlib(&mixed, "m.vnnlib", 4, 2).unwrap_err().to_string().contains("declare-const"));
 }

@@ -1,7 +1,8 @@
-//! VNNLIB (the VNN-COMP subset of SMT-LIB) to [`Property`].
+//! VNNLIB (the VNN-COMP subset of SMT-LIB, and VNNLIB 2.0: `v2.rs`) to
+//! [`Property`].
 //!
 //! `(declare-const X_i Real)` are the flattened inputs and `Y_j` the
-//! outputs. The assertions together describe a counterexample, so the
+//! outputs (in 2.0, the elements of the declared input and output tensors). The assertions together describe a counterexample, so the
 //! property holds when no input of the box satisfies them. They are put in
 //! disjunctive normal form; in each disjunct the input constraints must be
 //! bounds on single inputs (they give the box) and the output constraints
@@ -15,6 +16,7 @@
 //! exactly an f64, e.g. `(* 0.1 Y_0)`, is taken at its nearest f64.)
 
 mod sexpr;
+mod v2;
 
 use polycert_deeppoly::{Halfspace, InputBox, Property, SubProblem};
 use polycert_interval::{Interval, fp};
@@ -67,15 +69,27 @@ pub fn load_vnnlib(path: impl AsRef<Path>, n_inputs: usize, n_outputs: usize) ->
 /// Parses VNNLIB text; `file_name` is used in messages and for the
 /// property's name.
 pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usize) -> Result<Property, VnnlibError> {
-    let mut p =
-        Parser { file: file_name, n: [n_inputs, n_outputs], declared: [vec![false; n_inputs], vec![false; n_outputs]] };
+    let mut p = Parser {
+        file: file_name,
+        n: [n_inputs, n_outputs],
+        declared: [vec![false; n_inputs], vec![false; n_outputs]],
+        v2: false,
+        tensors: Vec::new(),
+    };
     let forms = sexpr::parse(text).map_err(|(pos, msg)| p.err(pos, msg))?;
     let mut base: Vec<Cls> = Vec::new();
     let mut multi: Vec<Vec<Vec<Cls>>> = Vec::new();
-    for form in &forms {
+    if let Some(v) = forms.first().and_then(|f| v2::version(&p, f)) {
+        v?;
+        p.v2 = true;
+    }
+    for (k, form) in forms.iter().enumerate() {
         let Sx::List(items, pos) = form else { return Err(p.err(form.pos(), "expected a command in parentheses")) };
         match head(items) {
-            Some("declare-const") => p.declare(items, *pos)?,
+            Some("vnnlib-version") if p.v2 && k == 0 => {}
+            Some("vnnlib-version") => return Err(p.err(*pos, "the version must be the first statement")),
+            Some("declare-network") if p.v2 => p.declare_network(items, *pos)?,
+            Some("declare-const") if !p.v2 => p.declare(items, *pos)?,
             Some("assert") => {
                 let [_, f] = &items[..] else { return Err(p.err(*pos, "assert takes one formula")) };
                 let mut dnf = p.formula(f)?;
@@ -85,10 +99,13 @@ pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usi
                     _ => multi.push(dnf),
                 }
             }
-            Some("set-logic" | "set-info" | "set-option" | "check-sat" | "get-model" | "exit") => {}
+            Some("set-logic" | "set-info" | "set-option" | "check-sat" | "get-model" | "exit") if !p.v2 => {}
             Some(other) => return Err(p.err(*pos, format!("unsupported command '{other}'"))),
             None => return Err(p.err(*pos, "expected a command name")),
         }
+    }
+    if p.v2 && p.tensors.is_empty() {
+        return Err(p.semantic("no (declare-network ...) statement".into()));
     }
     for (k, kind) in ["X", "Y"].iter().enumerate() {
         if let Some(i) = p.declared[k].iter().position(|d| !d) {
@@ -148,6 +165,9 @@ struct Parser<'a> {
     file: &'a str,
     n: [usize; 2],
     declared: [Vec<bool>; 2],
+    /// VNNLIB 2.0 (`(vnnlib-version <2.x>)` first), with its declared tensors.
+    v2: bool,
+    tensors: Vec<v2::Tensor>,
 }
 
 fn head(items: &[Sx]) -> Option<&str> {
@@ -179,8 +199,12 @@ impl Parser<'_> {
         VnnlibError::Property { file: self.file.to_string(), msg }
     }
 
-    /// `X_i` / `Y_j` to a variable, checking the index range.
+    /// `X_i` / `Y_j` (2.0: a declared tensor's element) to a variable,
+    /// checking the index range.
     fn var_name(&self, s: &str, pos: Pos) -> Result<Option<Var>, VnnlibError> {
+        if self.v2 {
+            return self.tensor_element(s, pos);
+        }
         let (kind, idx) = match (s.strip_prefix("X_"), s.strip_prefix("Y_")) {
             (Some(i), _) => (0, i),
             (_, Some(i)) => (1, i),
@@ -297,7 +321,7 @@ impl Parser<'_> {
                 }
                 Ok(acc)
             }
-            Some(op @ ("<=" | ">=" | "<" | ">" | "=")) => {
+            Some(op @ ("<=" | ">=" | "<" | ">" | "=" | "==")) => {
                 if args.len() < 2 {
                     return Err(self.err(pos, format!("'{op}' needs at least two arguments")));
                 }
@@ -318,6 +342,7 @@ impl Parser<'_> {
                 }
                 Ok(vec![conj])
             }
+            Some("!=") => Err(self.err(pos, "'!=' is not supported (its set is not closed)")),
             Some(op) => Err(self.err(pos, format!("unsupported connective '{op}'"))),
             None => Err(self.err(pos, "expected a formula")),
         }

@@ -66,14 +66,19 @@ pub fn parse(text: &str) -> Result<Vec<Sx>, (Pos, String)> {
             }
             c if c.is_whitespace() => {}
             c => {
+                // VNNLIB 2.0 indices (`X[0, 1]`) stay in one atom, spaces dropped.
                 let mut s = String::from(c);
+                let mut bracket = c == '[';
                 while let Some(&n) = chars.peek() {
-                    if n.is_whitespace() || n == '(' || n == ')' || n == ';' {
+                    if !bracket && (n.is_whitespace() || n == '(' || n == ')' || n == ';') || n == '\n' && bracket {
                         break;
                     }
                     advance(n);
-                    s.push(n);
                     chars.next();
+                    bracket = (bracket || n == '[') && n != ']';
+                    if !n.is_whitespace() {
+                        s.push(n);
+                    }
                 }
                 if let Some(top) = stack.last_mut() {
                     top.0.push(Sx::Atom(s, pos));
