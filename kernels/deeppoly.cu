@@ -204,12 +204,14 @@ __device__ void concretize(const T* __restrict__ alo, const T* __restrict__ ahi,
     if (threadIdx.x == 0) out[r] = s;
 }
 
-// ReLU step: coefficients collapse to their lower end (y >= 0); a >= 0
-// takes the lower line lam_lo, a < 0 the upper line lam_up*x + mu_up.
+// ReLU (or sigmoid) step: coefficients collapse to their lower end (y >= 0);
+// a >= 0 takes the lower line lam_lo*x (+ mu_lo when has_lo), a < 0 the upper
+// line lam_up*x + mu_up.
 template <typename T>
 __device__ void relu_backsub(const T* __restrict__ alo, Geom g, const int2* __restrict__ off, const T* __restrict__ lam_lo,
-                             const T* __restrict__ lam_up, const T* __restrict__ mu_up, T* __restrict__ olo,
-                             T* __restrict__ ohi, double* __restrict__ cst) {
+                             const T* __restrict__ lam_up, const T* __restrict__ mu_up, int has_lo,
+                             const T* __restrict__ mu_lo, T* __restrict__ olo, T* __restrict__ ohi,
+                             double* __restrict__ cst) {
     int r = blockIdx.x;
     size_t cols = (size_t)g.c * g.wh * g.ww;
     int oy = off[r].x, ox = off[r].y;
@@ -224,6 +226,7 @@ __device__ void relu_backsub(const T* __restrict__ alo, Geom g, const int2* __re
             l = __dmul_rd(a, lam);
             h = __dmul_ru(a, lam);
             if (a < 0.0) s = __dadd_rd(s, __dmul_rd(a, (double)mu_up[i]));
+            else if (has_lo) s = __dadd_rd(s, __dmul_rd(a, (double)mu_lo[i]));
         }
         store_rd(&olo[e], l);
         store_ru(&ohi[e], h);
@@ -461,8 +464,9 @@ __device__ void forward_conv(const T* __restrict__ w, const T* __restrict__ b, G
         concretize<T>(al, ah, g, off, xl, xh, out);                                                               \
     }                                                                                                             \
     extern "C" __global__ void relu_backsub_##S(const T* al, Geom g, const int2* off, const T* ll, const T* lu,   \
-                                                const T* mu, T* ol, T* oh, double* cst) {                         \
-        relu_backsub<T>(al, g, off, ll, lu, mu, ol, oh, cst);                                                     \
+                                                const T* mu, int has_lo, const T* ml, T* ol, T* oh,               \
+                                                double* cst) {                                                    \
+        relu_backsub<T>(al, g, off, ll, lu, mu, has_lo, ml, ol, oh, cst);                                         \
     }                                                                                                             \
     extern "C" __global__ void diag_backsub_##S(const T* al, const T* ah, Geom g, const int2* off, const T* ml,   \
                                                 const T* mh, const T* cl, const T* ch, T* ol, T* oh,              \

@@ -20,6 +20,18 @@ __device__ void pw_relu_grad(const T* __restrict__ g, const T* __restrict__ x, T
 }
 
 template <typename T>
+__device__ void pw_sigmoid(const T* __restrict__ x, T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = (T)1 / ((T)1 + exp(-x[i]));
+}
+
+template <typename T>
+__device__ void pw_sigmoid_grad(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ out, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) out[i] = g[i] * y[i] * ((T)1 - y[i]);
+}
+
+template <typename T>
 __device__ void pw_add(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, size_t total) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < total) y[i] = a[i] + b[i];
@@ -55,6 +67,10 @@ __device__ void pw_sign_step(const T* __restrict__ x, const T* __restrict__ g, c
     extern "C" __global__ void pw_relu_##S(const T* x, T* y, size_t total) { pw_relu<T>(x, y, total); }        \
     extern "C" __global__ void pw_relu_grad_##S(const T* g, const T* x, T* y, size_t total) {                  \
         pw_relu_grad<T>(g, x, y, total);                                                                        \
+    }                                                                                                           \
+    extern "C" __global__ void pw_sigmoid_##S(const T* x, T* y, size_t total) { pw_sigmoid<T>(x, y, total); }  \
+    extern "C" __global__ void pw_sigmoid_grad_##S(const T* g, const T* y, T* o, size_t total) {               \
+        pw_sigmoid_grad<T>(g, y, o, total);                                                                     \
     }                                                                                                           \
     extern "C" __global__ void pw_add_##S(const T* a, const T* b, T* y, size_t total) {                        \
         pw_add<T>(a, b, y, total);                                                                              \

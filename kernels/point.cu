@@ -91,7 +91,8 @@ __device__ void point_conv_col2im(const T* __restrict__ t, Geom gi, const int2* 
     out[(size_t)r * cols_o + col] = (T)acc;
 }
 
-// Point ReLU (m == nullptr) or diagonal step, one block per row.
+// Point ReLU (relu == 1; relu == 2: sigmoid, c_hi the lower line's intercept)
+// or diagonal step (relu == 0), one block per row.
 template <typename T>
 __device__ void point_diag(const T* __restrict__ a, Geom g, const int2* __restrict__ off,
                            const unsigned* __restrict__ prop, const T* __restrict__ p_lo, const T* __restrict__ p_hi,
@@ -116,6 +117,7 @@ __device__ void point_diag(const T* __restrict__ a, Geom g, const int2* __restri
                 gj = aj * lam;
                 err = point_mul_err(gj, lam);
                 if (aj < (T)0) s = __dadd_rd(s, __dmul_rd(ad, (double)c_lo[i]));
+                else if (relu == 2) s = __dadd_rd(s, __dmul_rd(ad, (double)c_hi[i]));
             } else {
                 T ml = p_lo[i], mh = p_hi[i];
                 gj = aj * ml;

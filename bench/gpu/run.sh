@@ -23,6 +23,6 @@ for prec in f64 f32; do
         [ -f "$C/bench/$b/instances.csv" ] || continue
         "$C/bin/polycert" vnncomp --overwrite --backend cuda --precision "$prec" --instances "$C/bench/$b/instances.csv" \
             --results "$OUT/${b}_cuda_${prec}.csv" > "$OUT/${b}_cuda_${prec}.log" 2>&1
-        echo "$b $prec: $(cut -d, -f3 "$OUT/${b}_cuda_${prec}.csv" | sort | uniq -c | tr '\n' ' ')"
+        echo "$b $prec: $(tail -n +2 "$OUT/${b}_cuda_${prec}.csv" | cut -d, -f3 | sort | uniq -c | tr '\n' ' ')"
     done
 done

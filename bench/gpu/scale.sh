@@ -26,6 +26,6 @@ if [ -z "${SKIP_SHARED:-}" ]; then
     for b in mnist_fc cifar10_resnet; do
         "$C/bin/polycert" vnncomp --overwrite --backend cuda --precision f64 --attack-steps 0 --instances "$C/bench/$b/instances.csv" \
             --results "$OUT/${b}_cuda_f64_noattack.csv" > /dev/null 2>&1
-        echo "$b no-attack: $(cut -d, -f3 "$OUT/${b}_cuda_f64_noattack.csv" | sort | uniq -c | tr '\n' ' ')"
+        echo "$b no-attack: $(tail -n +2 "$OUT/${b}_cuda_f64_noattack.csv" | cut -d, -f3 | sort | uniq -c | tr '\n' ' ')"
     done
 fi

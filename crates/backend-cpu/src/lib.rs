@@ -139,7 +139,10 @@ impl<T: Fp> Backend<T> for CpuBackend {
         Ok(conv::conv_backsub(a, g, p.conv, p.weight, p.bias_lo, p.bias_hi, out))
     }
     fn relu_backsub(&self, a: &CpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(CpuMat<T>, Vec<f64>)> {
-        Ok(rowops::relu_backsub(a, g, p.lam_lo, p.lam_up, p.mu_up))
+        if let Some(ml) = p.mu_lo {
+            check_slots("relu_backsub", g, &[ml.len(), p.mu_up.len()])?;
+        }
+        Ok(rowops::relu_backsub(a, g, p.lam_lo, p.lam_up, (p.mu_up, p.mu_lo.map(|v| &v[..]))))
     }
     fn maxpool_backsub(
         &self,
@@ -240,7 +243,10 @@ impl<T: Fp> Backend<T> for CpuBackend {
         r: &Vec<T>,
     ) -> BResult<(CpuPMat<T>, Vec<f64>)> {
         check_slots("point_relu", g, &[p.lam_lo.len(), p.lam_up.len(), p.mu_up.len(), r.len()])?;
-        Ok(point::point_relu(a, g, (p.lam_lo, p.lam_up), p.mu_up, r))
+        if let Some(ml) = p.mu_lo {
+            check_slots("point_relu", g, &[ml.len()])?;
+        }
+        Ok(point::point_relu(a, g, (p.lam_lo, p.lam_up), (p.mu_up, p.mu_lo.map(|v| &v[..])), r))
     }
     fn point_diag(
         &self,

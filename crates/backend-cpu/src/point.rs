@@ -128,7 +128,13 @@ fn lane_sums(n: usize, mut f: impl FnMut(usize) -> [f64; 3]) -> [f64; 3] {
 /// The point ReLU step over full rows (dense layers), branch-free: the
 /// same coefficients, rounding bounds and constant terms as the windowed
 /// path, with every column counted in the sums' widening.
-fn point_relu_full<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T], r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+fn point_relu_full<T: Fp>(
+    a: &CpuPMat<T>,
+    g: &Geom,
+    lam: (&[T], &[T]),
+    (mu_up, mu_lo): (&[T], Option<&[T]>),
+    r: &[T],
+) -> (CpuPMat<T>, Vec<f64>) {
     let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
     let cols = a.cols;
     let (u2, eta4) = (2.0 * T::UNIT_ROUNDOFF, 4.0 * T::MIN_SUBNORMAL.to_f64_exact());
@@ -136,7 +142,8 @@ fn point_relu_full<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[
         .map(|(row, o)| {
             let ar = &a.a[row * cols..(row + 1) * cols];
             let t = g.table_base(row)..g.table_base(row) + cols;
-            let (ll, lu, mu, rr) = (&lam.0[t.clone()], &lam.1[t.clone()], &mu_up[t.clone()], &r[t]);
+            let (ll, lu, mu, rr) = (&lam.0[t.clone()], &lam.1[t.clone()], &mu_up[t.clone()], &r[t.clone()]);
+            let ml = mu_lo.map(|v| &v[t]);
             let [s, m, e] = lane_sums(cols, |j| {
                 let aj = ar[j];
                 if aj == T::zero() {
@@ -154,7 +161,8 @@ fn point_relu_full<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[
                     u2 * gj.to_f64_exact().abs() + eta4
                 };
                 let et = if err > 0.0 { err * rr[j].to_f64_exact() } else { 0.0 };
-                let p = if aj < T::zero() { aj.to_f64_exact() * mu[j].to_f64_exact() } else { 0.0 };
+                let c = if aj < T::zero() { mu[j] } else { ml.map_or(T::zero(), |v| v[j]) };
+                let p = aj.to_f64_exact() * c.to_f64_exact();
                 [p, p.abs(), et]
             });
             constant(cols, s, m, cols, e)
@@ -163,16 +171,22 @@ fn point_relu_full<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[
     (out, cst)
 }
 
-/// The point ReLU step.
-pub fn point_relu<T: Fp>(a: &CpuPMat<T>, g: &Geom, lam: (&[T], &[T]), mu_up: &[T], r: &[T]) -> (CpuPMat<T>, Vec<f64>) {
+/// The point ReLU (or σ: `mu.1`, the lower line's intercept) step.
+pub fn point_relu<T: Fp>(
+    a: &CpuPMat<T>,
+    g: &Geom,
+    lam: (&[T], &[T]),
+    mu: (&[T], Option<&[T]>),
+    r: &[T],
+) -> (CpuPMat<T>, Vec<f64>) {
     if g.is_full() {
-        return point_relu_full(a, g, lam, mu_up, r);
+        return point_relu_full(a, g, lam, mu, r);
     }
     diag_rows(a, g, r, |aj, i| {
         let l = if aj > T::zero() { lam.0[i] } else { lam.1[i] };
         let (gj, err) = product(aj, l, l);
-        let p = if aj < T::zero() { aj.to_f64_exact() * mu_up[i].to_f64_exact() } else { 0.0 };
-        (gj, err, p)
+        let c = if aj < T::zero() { mu.0[i] } else { mu.1.map_or(T::zero(), |v| v[i]) };
+        (gj, err, aj.to_f64_exact() * c.to_f64_exact())
     })
 }
 

@@ -12,7 +12,14 @@ fn rows_mut<T: Fp>(m: &mut CpuMat<T>) -> impl IndexedParallelIterator<Item = (us
 }
 
 /// The ReLU step. Coefficients collapse to their lower end (`y ≥ 0`).
-pub fn relu_backsub<T: Fp>(a: &CpuMat<T>, g: &Geom, lam_lo: &[T], lam_up: &[T], mu_up: &[T]) -> (CpuMat<T>, Vec<f64>) {
+/// (`mu.1`: the lower line's intercept, σ; `None` for ReLU's 0.)
+pub fn relu_backsub<T: Fp>(
+    a: &CpuMat<T>,
+    g: &Geom,
+    lam_lo: &[T],
+    lam_up: &[T],
+    (mu_up, mu_lo): (&[T], Option<&[T]>),
+) -> (CpuMat<T>, Vec<f64>) {
     let mut out = CpuMat::zeros(a.rows, a.cols);
     let cols = a.cols;
     let cst = rows_mut(&mut out)
@@ -26,9 +33,10 @@ pub fn relu_backsub<T: Fp>(a: &CpuMat<T>, g: &Geom, lam_lo: &[T], lam_up: &[T], 
                 }
                 let lam = if al > T::zero() { lam_lo[i] } else { lam_up[i] };
                 (olo[j], ohi[j]) = mul_outward(al, lam);
-                if al < T::zero() && mu_up[i] != T::zero() {
-                    s += al.to_f64_exact() * mu_up[i].to_f64_exact();
-                    m += (al.to_f64_exact() * mu_up[i].to_f64_exact()).abs();
+                let mu = if al < T::zero() { mu_up[i] } else { mu_lo.map_or(T::zero(), |v| v[i]) };
+                if mu != T::zero() {
+                    s += al.to_f64_exact() * mu.to_f64_exact();
+                    m += (al.to_f64_exact() * mu.to_f64_exact()).abs();
                     n += 1;
                 }
             });

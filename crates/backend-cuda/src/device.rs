@@ -42,6 +42,8 @@ pub const KERNEL_NAMES: &[&str] = &[
     "infer_bias",
     "pw_relu",
     "pw_relu_grad",
+    "pw_sigmoid",
+    "pw_sigmoid_grad",
     "pw_add",
     "pw_scale",
     "pw_sign_step",

@@ -105,8 +105,9 @@ impl CudaBackend {
             }
         };
         let total = match op {
-            Pointwise::Relu(x) | Pointwise::Copy(x) => x.len,
+            Pointwise::Relu(x) | Pointwise::Sigmoid(x) | Pointwise::Copy(x) => x.len,
             Pointwise::ReluGrad { g, x } => same(g, x)?,
+            Pointwise::SigmoidGrad { g, y } => same(g, y)?,
             Pointwise::Add(a, b) => same(a, b)?,
             Pointwise::Scale { x, m, c } => {
                 same(m, c)?;
@@ -137,8 +138,9 @@ impl CudaBackend {
         let mut l = self.dev.stream.launch_builder(self.dev.func(&name, T::SUFFIX));
         let n;
         match op {
-            Pointwise::Relu(x) => l.arg(&x.data),
+            Pointwise::Relu(x) | Pointwise::Sigmoid(x) => l.arg(&x.data),
             Pointwise::ReluGrad { g, x } => l.arg(&g.data).arg(&x.data),
+            Pointwise::SigmoidGrad { g, y } => l.arg(&g.data).arg(&y.data),
             Pointwise::Add(a, b) => l.arg(&a.data).arg(&b.data),
             Pointwise::Scale { x, m, c } => {
                 n = m.len as u64;

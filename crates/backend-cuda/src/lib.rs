@@ -426,8 +426,16 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let kg = kgeom(g.shape, g.win);
         let f = self.dev.func("relu_backsub", T::SUFFIX);
         let mut b = self.dev.stream.launch_builder(f);
+        let has_lo = p.mu_lo.is_some() as i32;
+        let mu_lo = p.mu_lo.unwrap_or(p.mu_up);
+        if mu_lo.len != p.mu_up.len {
+            return Err(BackendError::Failure(format!(
+                "relu_backsub: {} lower and {} upper intercepts",
+                mu_lo.len, p.mu_up.len
+            )));
+        }
         b.arg(&a.lo).arg(&kg).arg(&*off).arg(&p.lam_lo.data).arg(&p.lam_up.data).arg(&p.mu_up.data);
-        b.arg(&out.lo).arg(&out.hi).arg(&cst);
+        b.arg(&has_lo).arg(&mu_lo.data).arg(&out.lo).arg(&out.hi).arg(&cst);
         if a.rows > 0 {
             unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("relu_backsub", e))?;
         }
@@ -639,7 +647,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         r: &GpuBuf<T>,
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let _span = self.trace.span("point_diag");
-        self.p_diag(a, g, m, c, r, false)
+        self.p_diag(a, g, m, c, r, 0)
     }
 
     fn point_maxpool(

@@ -254,7 +254,8 @@ impl CudaBackend {
         Ok(res)
     }
 
-    /// ReLU (`relu`: `p = (lam_lo, lam_up)`, `c.0 = mu_up`) or diagonal step.
+    /// ReLU (`relu` 1: `p = (lam_lo, lam_up)`, `c.0 = mu_up`; 2: σ, `c.1 = mu_lo`) or
+    /// diagonal step (`relu` 0).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn p_diag<T: GpuScalar>(
         &self,
@@ -263,7 +264,7 @@ impl CudaBackend {
         p: (&GpuBuf<T>, &GpuBuf<T>),
         c: (&GpuBuf<T>, &GpuBuf<T>),
         r: &GpuBuf<T>,
-        relu: bool,
+        relu: i32,
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
         if a.rows == 0 {
             return Ok((self.p_zeros::<T>(0, a.cols)?, self.c_from_host(&[])?));
@@ -271,7 +272,7 @@ impl CudaBackend {
         let pr = self.props("point_diag", g, &[p.0.len, p.1.len, c.0.len, c.1.len, r.len])?;
         let out = self.p_written::<T>(a.rows, a.cols)?;
         let cst = self.alloc_written::<f64>(a.rows)?;
-        let (off, kg, flag) = (self.offsets(g)?, kgeom(g.shape, g.win), relu as i32);
+        let (off, kg, flag) = (self.offsets(g)?, kgeom(g.shape, g.win), relu);
         let f = self.dev.func("point_diag", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
         l.arg(&a.a)
@@ -295,7 +296,10 @@ impl CudaBackend {
         p: &ReluParams<'_, Self, T>,
         r: &GpuBuf<T>,
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
-        self.p_diag(a, g, (p.lam_lo, p.lam_up), (p.mu_up, p.mu_up), r, true)
+        match p.mu_lo {
+            None => self.p_diag(a, g, (p.lam_lo, p.lam_up), (p.mu_up, p.mu_up), r, 1),
+            Some(mu_lo) => self.p_diag(a, g, (p.lam_lo, p.lam_up), (p.mu_up, mu_lo), r, 2),
+        }
     }
 
     /// Per row `−Σ err` over `cols` entries, the sum rounded up.

@@ -2,7 +2,9 @@
 //! 1e-5 relative (skips without a GPU).
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet};
+use polycert_deeppoly::testnets::{
+    SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp,
+};
 use polycert_deeppoly::{Analyzer, Arith, Backend, InputBox, Options, Property, Shape};
 use polycert_interval::Fp;
 
@@ -12,12 +14,13 @@ where
 {
     let cpu = CpuBackend::default();
     let mut rng = SplitMix(99);
-    for k in 0..12 {
-        let net = match k % 4 {
+    for k in 0..15 {
+        let net = match k % 5 {
             0 => random_mlp(&mut rng, &[20, 64, 64, 5]),
             1 => random_resnet(&mut rng, Shape::new(2, 9, 9), 4, 5),
             2 => random_pool_concat(&mut rng, Shape::new(2, 9, 9), 4, 5),
-            _ => random_maxpool(&mut rng, Shape::new(2, 8, 8), 4, 5),
+            3 => random_maxpool(&mut rng, Shape::new(2, 8, 8), 4, 5),
+            _ => random_sigmoid_mlp(&mut rng, &[20, 64, 64, 64, 5]),
         };
         let n_in = net.input_shape().numel();
         let c: Vec<f64> = (0..n_in).map(|_| rng.unit()).collect();

@@ -155,6 +155,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
                 Op::Input
                 | Op::Relu
+                | Op::Sigmoid
                 | Op::Add
                 | Op::Reshape
                 | Op::ChannelAffine { .. }

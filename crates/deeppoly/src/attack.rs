@@ -21,6 +21,32 @@ pub fn check_f32(net: &Network, sp: &SubProblem, x: &[f32]) -> Option<Counterexa
     hit.then(|| Counterexample { input: x.to_vec(), output: y, checked_with: "float32, sequential sums".into() })
 }
 
+impl<B: crate::backend::Backend<T>, T: polycert_interval::Fp> crate::analysis::Analyzer<'_, B, T> {
+    /// Whether every output the deployed network can give at `x` (any
+    /// summation order, σ within its tolerance) lies in one disjunct of the
+    /// unsafe region: the interval forward pass over the zero-width box at
+    /// `x`. A counterexample passes this as well as [`check_f32`], so other
+    /// runtimes (onnxruntime, VNN-COMP's checker) reproduce it. A backend
+    /// failure confirms nothing.
+    pub fn confirm(&self, sp: &SubProblem, x: &[f32]) -> bool {
+        let v: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let at = crate::property::InputBox { lo: v.clone(), hi: v };
+        let Ok(st) = self.forward_pass(&[&at]) else { return false };
+        let out = &st.bounds[self.net.output()];
+        let (lo, hi): (Vec<f64>, Vec<f64>) =
+            (out.lo.iter().map(|v| v.to_f64_exact()).collect(), out.hi.iter().map(|v| v.to_f64_exact()).collect());
+        sp.unsafe_region.iter().any(|conj| {
+            conj.iter().all(|h| {
+                let up = h.c.iter().enumerate().fold(0.0, |s, (j, &c)| {
+                    let y = if c >= 0.0 { hi[j] } else { lo[j] };
+                    if c == 0.0 { s } else { polycert_interval::fp::add_up(s, polycert_interval::fp::mul_up(c, y)) }
+                });
+                up <= h.d
+            })
+        })
+    }
+}
+
 /// Gradient of `Σ g_out·y` with respect to the input, given every node's
 /// values `vals` at the point (f64, on the host: the conformance suite's
 /// reference for the backends' gradients).
@@ -61,6 +87,12 @@ pub fn reference_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Ve
                     if vals[x0][j] > 0.0 {
                         grads[x0][j] += gi;
                     }
+                }
+            }
+            Op::Sigmoid => {
+                for (j, &gi) in g.iter().enumerate() {
+                    let s = 1.0 / (1.0 + (-vals[x0][j]).exp());
+                    grads[x0][j] += gi * s * (1.0 - s);
                 }
             }
             Op::Add => {

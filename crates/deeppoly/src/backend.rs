@@ -63,6 +63,9 @@ pub struct ReluParams<'a, B: ?Sized + Backend<T>, T: Fp> {
     pub lam_lo: &'a B::Buf,
     pub lam_up: &'a B::Buf,
     pub mu_up: &'a B::Buf,
+    /// The lower line's intercept, `y ≥ lam_lo·x + mu_lo` (σ); `None` for ReLU's 0.
+    /// The output is `≥ 0` either way (interval coefficients collapse to their lower end).
+    pub mu_lo: Option<&'a B::Buf>,
 }
 
 /// MaxPool relaxation per output neuron `y = max(x_i)` over its window:

@@ -36,6 +36,8 @@ pub(crate) enum Goal {
     NonNegative,
     /// `lb > 0` (a property half-space is infeasible).
     Positive,
+    /// None: the tightest bound (σ inputs, whose relaxation depends on both ends).
+    Tightest,
 }
 
 impl Goal {
@@ -43,6 +45,7 @@ impl Goal {
         match self {
             Goal::NonNegative => lb >= 0.0,
             Goal::Positive => lb > 0.0,
+            Goal::Tightest => false,
         }
     }
 }
@@ -171,7 +174,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
             let (g, mat) = pending.remove(&top).expect("top exists");
-            after_relu = matches!(self.net.node(top).op, Op::Relu);
+            after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid);
             let (parts, delta) = self.step::<A>(st, top, &g, mat)?;
             if let Some(d) = delta {
                 A::c_add(be, &mut cst, &d)?;
@@ -264,7 +267,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let (m2, d) = A::conv(self, st, k, &m, g, &out)?;
                 (vec![(x, out, m2)], Some(d))
             }
-            Op::Relu => {
+            Op::Relu | Op::Sigmoid => {
                 let (m2, d) = A::relu(self, st, k, &m, g)?;
                 (vec![(x, g.relabel(in_shape), m2)], Some(d))
             }
@@ -333,7 +336,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let g2 = match &node.op {
                     Op::Conv2d(c) => g.through_conv(c, s),
                     Op::AvgPool2d(p) | Op::MaxPool2d(p) => g.through_window(s, p.kernel, p.stride, (p.pad.0, p.pad.1)),
-                    Op::Relu | Op::Add | Op::ChannelAffine { .. } | Op::Concat => g.relabel(s),
+                    Op::Relu | Op::Sigmoid | Op::Add | Op::ChannelAffine { .. } | Op::Concat => g.relabel(s),
                     _ => Geom::full(s, 1),
                 };
                 next.push((i, g2));

@@ -115,6 +115,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let sps: Vec<&SubProblem> =
             props.iter().zip(checked).filter(|(_, ok)| ok.is_ok()).flat_map(|(p, _)| &p.subproblems).collect();
         let mut hits: Vec<Option<Counterexample>> = sps.par_iter().map(|sp| falsify_centre(self.net, sp)).collect();
+        for (h, sp) in hits.iter_mut().zip(&sps) {
+            if h.as_ref().is_some_and(|c| !self.confirm(sp, &c.input)) {
+                *h = None;
+            }
+        }
         if self.opts.attack_first && self.opts.attack_steps > 0 {
             let targets: Vec<Target<'_>> = (0..sps.len())
                 .filter(|&g| hits[g].is_none())

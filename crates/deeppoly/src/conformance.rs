@@ -9,7 +9,9 @@ use crate::backend::{Arith, Backend};
 use crate::eval::eval_all;
 use crate::ir::{Network, Shape};
 use crate::property::{InputBox, Property, Verdict};
-use crate::testnets::{SplitMix, densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, two_two};
+use crate::testnets::{
+    SplitMix, densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, two_two,
+};
 use polycert_interval::Fp;
 
 fn opts(arith: Arith) -> Options {
@@ -138,12 +140,13 @@ pub fn attack_first_consistent<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
 pub fn inference_matches_host<B: Backend<T>, T: Fp>(be: &B) {
     let mut rng = SplitMix(31);
     let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-10 };
-    for k in 0..8 {
-        let net = match k % 4 {
+    for k in 0..10 {
+        let net = match k % 5 {
             0 => random_mlp(&mut rng, &[5, 12, 9, 4]),
             1 => random_resnet(&mut rng, Shape::new(2, 6, 6), 3, 4),
             2 => random_pool_concat(&mut rng, Shape::new(2, 6, 6), 3, 4),
-            _ => random_maxpool(&mut rng, Shape::new(1, 8, 8), 2, 3),
+            3 => random_maxpool(&mut rng, Shape::new(1, 8, 8), 2, 3),
+            _ => random_sigmoid_mlp(&mut rng, &[5, 12, 9, 4]),
         };
         let (n_in, n_out, p) = (net.input_shape().numel(), net.output_shape().numel(), 5);
         let xs: Vec<f64> = (0..p * n_in).map(|_| rng.weight(1.0)).collect();
@@ -166,7 +169,7 @@ pub fn inference_matches_host<B: Backend<T>, T: Fp>(be: &B) {
                 let got = gs[pt * n_in + i];
                 assert!((got - gi).abs() <= tol * scale, "net {k} point {pt} gradient {i}: {got} vs {gi}");
             }
-            assert!(g.iter().any(|&v| v != 0.0) || k % 4 == 3, "net {k}: a zero gradient tests nothing");
+            assert!(g.iter().any(|&v| v != 0.0) || k % 5 == 3, "net {k}: a zero gradient tests nothing");
         }
     }
 }
@@ -208,12 +211,13 @@ pub fn attack_finds_hidden_counterexamples<B: Backend<T>, T: Fp>(be: &B) {
 /// node's certified bounds, in f64 and in float32.
 pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(11);
-    for k in 0..12 {
-        let net = match k % 4 {
+    for k in 0..15 {
+        let net = match k % 5 {
             0 => random_mlp(&mut rng, &[5, 12, 12, 3]),
             1 => random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3),
             2 => random_pool_concat(&mut rng, Shape::new(2, 7, 7), 3, 3),
-            _ => random_maxpool(&mut rng, Shape::new(2, 8, 8), 3, 3),
+            3 => random_maxpool(&mut rng, Shape::new(2, 8, 8), 3, 3),
+            _ => random_sigmoid_mlp(&mut rng, &[5, 12, 12, 12, 3]),
         };
         let n_in = net.input_shape().numel();
         let input = random_box(&mut rng, n_in, 0.05);
@@ -275,12 +279,13 @@ pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
     let mut rng = SplitMix(31);
     let (mut verified, mut other) = (0, 0);
     let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-9 };
-    for k in 0..8 {
-        let net = match k % 4 {
+    for k in 0..10 {
+        let net = match k % 5 {
             0 => random_mlp(&mut rng, &[6, 16, 16, 4]),
             1 => random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3),
             2 => random_pool_concat(&mut rng, Shape::new(2, 7, 7), 3, 3),
-            _ => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
+            3 => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
+            _ => random_sigmoid_mlp(&mut rng, &[6, 16, 16, 4]),
         };
         let (n_in, n_out) = (net.input_shape().numel(), net.output_shape().numel());
         let mut props = Vec::new();

@@ -108,6 +108,7 @@ pub fn eval_node<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]]) -> Vec<F>
                 .collect()
         }
         Op::Relu => inp(0).iter().map(|&v| v.max(F::zero())).collect(),
+        Op::Sigmoid => inp(0).iter().map(|&v| F::one() / (F::one() + (-v).exp())).collect(),
         Op::Add => inp(0).iter().zip(inp(1)).map(|(&a, &b)| a + b).collect(),
         Op::Concat => ins.iter().flat_map(|v| v.iter().copied()).collect(),
         Op::Reshape => inp(0).to_vec(),

@@ -6,6 +6,7 @@ use crate::backend::Backend;
 use crate::ir::{NodeId, Op, Shape};
 use crate::property::InputBox;
 use crate::relax::relu_relax;
+use crate::scurve::{SIGMOID_TOLERANCE, sigmoid_relax};
 use polycert_interval::{Fp, fp};
 
 /// Host bounds of a node, with a lazily uploaded copy.
@@ -30,10 +31,12 @@ pub(crate) enum Step<Buf> {
         c_lo: Buf,
         c_hi: Buf,
     },
+    /// ReLU (`mu_lo: None`) or σ relaxation (see `ReluParams`).
     Relu {
         lam_lo: Buf,
         lam_up: Buf,
         mu_up: Buf,
+        mu_lo: Option<Buf>,
     },
     /// MaxPool relaxation (see `PoolParams`).
     MaxPool {
@@ -132,6 +135,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             st.steps[id] = match (&self.net.node(id).op, s) {
                 // Relaxations follow the intersected bounds of their input.
                 (Op::Relu, _) => self.relu_step(&st.bounds[self.net.node(id).inputs[0]])?,
+                (Op::Sigmoid, _) => self.sigmoid_step(&st.bounds[self.net.node(id).inputs[0]])?.1,
                 (_, s) => s,
             };
             st.bounds[id] = b;
@@ -210,7 +214,27 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             c.push(r.mu_up);
         }
         let be = self.backend;
-        Ok(Step::Relu { lam_lo: be.upload(&a)?, lam_up: be.upload(&b)?, mu_up: be.upload(&c)? })
+        Ok(Step::Relu { lam_lo: be.upload(&a)?, lam_up: be.upload(&b)?, mu_up: be.upload(&c)?, mu_lo: None })
+    }
+
+    /// σ's bounds and relaxation over its input's bounds.
+    fn sigmoid_step(&self, x: &Bounds<T, B::Buf>) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
+        let n = x.lo.len();
+        let (mut ll, mut ml, mut lu, mut mu) =
+            (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
+        let (mut lo, mut hi) = (vec![T::zero(); n], vec![T::zero(); n]);
+        for i in 0..n {
+            let r = sigmoid_relax(x.lo[i], x.hi[i], SIGMOID_TOLERANCE);
+            (ll[i], ml[i], lu[i], mu[i], lo[i], hi[i]) = (r.lam_lo, r.mu_lo, r.lam_up, r.mu_up, r.lo, r.hi);
+        }
+        let be = self.backend;
+        let step = Step::Relu {
+            lam_lo: be.upload(&ll)?,
+            lam_up: be.upload(&lu)?,
+            mu_up: be.upload(&mu)?,
+            mu_lo: Some(be.upload(&ml)?),
+        };
+        Ok((Bounds { lo, hi, dev: None }, step))
     }
 
     fn forward_node(&self, st: &mut RunState<T, B::Buf>, id: NodeId) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
@@ -238,6 +262,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let hi = x.hi.iter().map(|&v| v.max(T::zero())).collect();
                 (host(lo, hi), self.relu_step(x)?)
             }
+            (Op::Sigmoid, _) => self.sigmoid_step(&st.bounds[x0])?,
             (Op::Reshape, _) => (host(st.bounds[x0].lo.clone(), st.bounds[x0].hi.clone()), Step::None),
             (Op::MaxPool2d(p), _) => {
                 let si = self.net.node(x0).shape;

@@ -14,6 +14,10 @@ pub enum Pointwise<'b, Buf> {
     Relu(&'b Buf),
     /// `g` where `x > 0`, else 0: the gradient through a ReLU.
     ReluGrad { g: &'b Buf, x: &'b Buf },
+    /// `1 / (1 + e^−x)`.
+    Sigmoid(&'b Buf),
+    /// `g·y·(1 − y)` with `y = σ(x)`: the gradient through a σ.
+    SigmoidGrad { g: &'b Buf, y: &'b Buf },
     /// `a + b`.
     Add(&'b Buf, &'b Buf),
     /// A copy of `x`.
@@ -31,6 +35,8 @@ impl<Buf> Pointwise<'_, Buf> {
         match self {
             Pointwise::Relu(_) => "relu",
             Pointwise::ReluGrad { .. } => "relu_grad",
+            Pointwise::Sigmoid(_) => "sigmoid",
+            Pointwise::SigmoidGrad { .. } => "sigmoid_grad",
             Pointwise::Add(..) => "add",
             Pointwise::Copy(_) => "copy",
             Pointwise::Scale { .. } => "scale",
@@ -55,6 +61,8 @@ pub fn host_pointwise<Buf, T: Fp>(op: &Pointwise<'_, Buf>, get: impl Fn(&Buf) ->
     match *op {
         Pointwise::Relu(x) => Ok(get(x)?.into_iter().map(|v| v.max(T::zero())).collect()),
         Pointwise::ReluGrad { g, x } => zip(g, x, &|g, x| if x > T::zero() { g } else { T::zero() }),
+        Pointwise::Sigmoid(x) => Ok(get(x)?.into_iter().map(|v| T::one() / (T::one() + (-v).exp())).collect()),
+        Pointwise::SigmoidGrad { g, y } => zip(g, y, &|g, y| g * y * (T::one() - y)),
         Pointwise::Add(a, b) => zip(a, b, &|a, b| a + b),
         Pointwise::Copy(x) => get(x),
         Pointwise::Scale { x, m, c } => {

@@ -108,6 +108,10 @@ pub enum Op {
     },
     Conv2d(Conv2d),
     Relu,
+    /// The logistic function `1/(1 + e^−x)` (Tanh is imported as
+    /// `2·σ(2x) − 1`). Its float inference is taken to be within
+    /// [`crate::scurve::SIGMOID_TOLERANCE`] of the exact value, in `[0, 1]`.
+    Sigmoid,
     /// Residual merge of two equally shaped inputs.
     Add,
     /// Concatenation over channels.
@@ -134,6 +138,7 @@ impl Op {
             Op::Dense { .. } => "Dense",
             Op::Conv2d(_) => "Conv2d",
             Op::Relu => "Relu",
+            Op::Sigmoid => "Sigmoid",
             Op::Add => "Add",
             Op::Concat => "Concat",
             Op::MaxPool2d(_) => "MaxPool2d",
@@ -287,7 +292,7 @@ fn infer_shape(op: &Op, ins: &[Shape]) -> Result<Shape, String> {
             let w = window_out(x.w, p.kernel.1, p.stride.1, p.pad.1, p.pad.3)?;
             Ok(Shape::new(x.c, h, w))
         }
-        Op::Relu | Op::Reshape => Ok(x),
+        Op::Relu | Op::Sigmoid | Op::Reshape => Ok(x),
         Op::ChannelAffine { mul, add, .. } => {
             if mul.len() != x.c || add.len() != x.c {
                 return Err(format!("expects {} channels, got {} and {}", x.c, mul.len(), add.len()));

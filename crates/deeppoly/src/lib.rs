@@ -20,6 +20,7 @@ pub mod pgd;
 pub mod property;
 pub mod relax;
 mod rows;
+pub mod scurve;
 pub mod testnets;
 
 pub use analysis::{AnalysisError, Analyzer, Options};

@@ -62,7 +62,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// Tightens the input bounds of every ReLU whose interval straddles 0,
-    /// layer by layer in topological order. After a layer, the forward pass
+    /// and of every σ (all of its inputs), layer by layer in topological order. After a layer, the forward pass
     /// re-runs only up to the next layer to refine (backsubstitution from a
     /// node reads nothing later), and to the end once all are done. Only
     /// the listed batch slots are refined; their rows share each step.
@@ -76,9 +76,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // Nodes `..=fresh` reflect every refinement so far.
         let mut fresh = last;
         for r in 0..self.net.nodes().len() {
-            if !matches!(self.net.node(r).op, Op::Relu) {
-                continue;
-            }
+            let sigmoid = match self.net.node(r).op {
+                Op::Relu => false,
+                Op::Sigmoid => true,
+                _ => continue,
+            };
             let p = self.net.node(r).inputs[0];
             if p > fresh {
                 self.forward_range(st, fresh, p)?;
@@ -91,7 +93,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let unstable: Vec<(usize, usize)> = slots
                 .iter()
                 .flat_map(|&s| (0..n).map(move |i| (s, i)))
-                .filter(|&(s, i)| b.lo[s * n + i] < T::zero() && b.hi[s * n + i] > T::zero())
+                .filter(|&(s, i)| {
+                    let (l, h) = (b.lo[s * n + i], b.hi[s * n + i]);
+                    if sigmoid { l < h } else { l < T::zero() && h > T::zero() }
+                })
                 .collect();
             if unstable.is_empty() {
                 continue;
@@ -107,7 +112,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let group = (0..neurons.len() as u32).collect();
             let coef = Coef::Unit { col, val };
             let rows = Rows { start: p, geom, coef, cst: vec![0.0; neurons.len()], group };
-            let lbs = self.backsubstitute(st, &rows, Goal::NonNegative, deadline)?;
+            let goal = if sigmoid { Goal::Tightest } else { Goal::NonNegative };
+            let lbs = self.backsubstitute(st, &rows, goal, deadline)?;
             let b = &mut st.bounds[p];
             for (t, &(s, i)) in unstable.iter().enumerate() {
                 let i = s * n + i;

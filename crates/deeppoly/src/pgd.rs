@@ -165,7 +165,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .collect();
                 for (i, cex) in found {
                     let g = pts[i].group;
-                    if hits[g].is_none() {
+                    if hits[g].is_none() && self.confirm(pts[i].sp, &cex.input) {
                         hits[g] = Some(cex);
                     }
                 }
@@ -203,7 +203,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             && self.net.nodes().iter().all(|n| {
                 matches!(
                     n.op,
-                    Op::Input | Op::Dense { .. } | Op::Relu | Op::Add | Op::Reshape | Op::ChannelAffine { .. }
+                    Op::Input
+                        | Op::Dense { .. }
+                        | Op::Relu
+                        | Op::Sigmoid
+                        | Op::Add
+                        | Op::Reshape
+                        | Op::ChannelAffine { .. }
                 )
             })
     }
@@ -283,6 +289,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     Some(be.infer_conv(c, w, b, self.net.node(node.inputs[0]).shape, input(0), p)?)
                 }
                 (Op::Relu, _) => Some(be.pointwise(Pointwise::Relu(input(0)))?),
+                (Op::Sigmoid, _) => Some(be.pointwise(Pointwise::Sigmoid(input(0)))?),
                 (Op::Add, _) => Some(be.pointwise(Pointwise::Add(input(0), input(1)))?),
                 (Op::ChannelAffine { .. }, _) => {
                     let [m, c, _] = tables[id].as_ref().expect("table per ChannelAffine");
@@ -351,6 +358,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 (Op::Conv2d(c), Params::Affine { w, .. }) => acc(&mut grads, x0, be.grad_conv(c, w, shape_in, &g, p)?)?,
                 (Op::Relu, _) => {
                     acc(&mut grads, x0, be.pointwise(Pointwise::ReluGrad { g: &g, x: self.value(v, x, x0) })?)?
+                }
+                (Op::Sigmoid, _) => {
+                    acc(&mut grads, x0, be.pointwise(Pointwise::SigmoidGrad { g: &g, y: self.value(v, x, id) })?)?
                 }
                 (Op::Add, _) => {
                     acc(&mut grads, node.inputs[1], be.pointwise(Pointwise::Copy(&g))?)?;

@@ -133,7 +133,7 @@ fn conv_of(op: &Op) -> &crate::ir::Conv2d {
 
 fn relu_params<'s, B: Backend<T>, T: Fp>(st: &'s RunState<T, B::Buf>, k: NodeId) -> ReluParams<'s, B, T> {
     match &st.steps[k] {
-        Step::Relu { lam_lo, lam_up, mu_up } => ReluParams { lam_lo, lam_up, mu_up },
+        Step::Relu { lam_lo, lam_up, mu_up, mu_lo } => ReluParams { lam_lo, lam_up, mu_up, mu_lo: mu_lo.as_ref() },
         _ => unreachable!("ReLU node {k} has a ReLU step"),
     }
 }

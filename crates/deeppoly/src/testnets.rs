@@ -57,6 +57,24 @@ pub fn random_mlp(rng: &mut SplitMix, widths: &[usize]) -> Network {
     n
 }
 
+/// A random fully connected network whose activations alternate σ and ReLU
+/// (σ first).
+pub fn random_sigmoid_mlp(rng: &mut SplitMix, widths: &[usize]) -> Network {
+    let mut n = Network::new(Shape::flat(widths[0]));
+    let mut x = 0;
+    for (i, w) in widths.windows(2).enumerate() {
+        let a = (2.0 / w[0] as f64).sqrt() * 3.0;
+        let weight = (0..w[0] * w[1]).map(|_| rng.weight(a)).collect();
+        let bias = (0..w[1]).map(|_| rng.weight(0.5)).collect();
+        x = n.push(format!("dense{i}"), Op::Dense { weight, bias, out: w[1] }, &[x]).expect("valid");
+        if i + 2 < widths.len() {
+            let act = if i % 2 == 0 { Op::Sigmoid } else { Op::Relu };
+            x = n.push(format!("act{i}"), act, &[x]).expect("valid");
+        }
+    }
+    n
+}
+
 fn rand_conv(rng: &mut SplitMix, c_in: usize, c_out: usize, k: usize, s: usize, p: usize) -> Conv2d {
     let a = (2.0 / (c_in * k * k) as f64).sqrt() * 1.5;
     Conv2d {

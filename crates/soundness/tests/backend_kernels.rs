@@ -98,8 +98,13 @@ fn check_rowops<B: Backend<T>, T: Fp>(be: &B, rng: &mut SplitMix) {
     let a = be.mat_from_host(rows, n, &alo, &ahi).unwrap();
     let (xl, xh) = (be.upload(&xlo).unwrap(), be.upload(&xhi).unwrap());
     let conc = be.concretize(&a, &g, &xl, &xh).unwrap();
+    // Half the cases carry a lower intercept (σ's relaxation), of either sign.
+    let mu_lo: Option<Vec<T>> =
+        (rng.below(2) == 0).then(|| (0..n).map(|_| T::from_f64_nearest(rng.unit() * 2.0 - 1.0)).collect());
     let (ll, lu, mm) = (be.upload(&lam_lo).unwrap(), be.upload(&lam_up).unwrap(), be.upload(&mu).unwrap());
-    let (rm, rc) = be.relu_backsub(&a, &g, &ReluParams { lam_lo: &ll, lam_up: &lu, mu_up: &mm }).unwrap();
+    let ml = mu_lo.as_ref().map(|v| be.upload(v).unwrap());
+    let p = ReluParams { lam_lo: &ll, lam_up: &lu, mu_up: &mm, mu_lo: ml.as_ref() };
+    let (rm, rc) = be.relu_backsub(&a, &g, &p).unwrap();
     let (rlo, rhi) = be.mat_to_host(&rm).unwrap();
     let (dm, dc) = be.diag_backsub(&a, &g, (&xl, &xh), (&xl, &xh)).unwrap();
     let (dlo, dhi) = be.mat_to_host(&dm).unwrap();
@@ -117,6 +122,8 @@ fn check_rowops<B: Backend<T>, T: Fp>(be: &B, rng: &mut SplitMix) {
             assert!(q(rlo[i]) <= exact && q(rhi[i]) >= exact, "relu ({r},{j})");
             if alo[i] < T::zero() {
                 rcz += al * q(mu[j]);
+            } else if let Some(m) = &mu_lo {
+                rcz += al * q(m[j]);
             }
         }
         assert!(Rational::from_f64(conc[r]).unwrap() <= cz, "concretize row {r}");

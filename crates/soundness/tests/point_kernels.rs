@@ -356,16 +356,23 @@ fn relu<B: Backend<T>, T: TF>(be: &B, rng: &mut SplitMix) -> Res<Out> {
     let lam_up: Vec<T> = (0..n).map(|_| if rng.below(4) == 0 { T::one() } else { unit(rng) }).collect();
     let mu: Vec<T> = vals::<T>(rng, n, sc.b, sc.spread).iter().map(|v| v.abs()).collect();
     let up = |v: &Vec<T>| be.upload(v).map_err(e);
+    // Half the cases carry a lower intercept (σ's relaxation), of either sign.
+    let mu_lo: Option<Vec<T>> = (rng.below(2) == 0).then(|| vals::<T>(rng, n, sc.b, sc.spread));
     let (ll, lu, mm, rb) = (up(&lam_lo)?, up(&lam_up)?, up(&mu)?, up(&r)?);
+    let ml = mu_lo.as_ref().map(up).transpose()?;
     let am = be.pmat_from_host(g.rows(), g.cols(), &a).map_err(e)?;
-    let (gm, d) = be.point_relu(&am, &g, &ReluParams { lam_lo: &ll, lam_up: &lu, mu_up: &mm }, &rb).map_err(e)?;
+    let p = ReluParams { lam_lo: &ll, lam_up: &lu, mu_up: &mm, mu_lo: ml.as_ref() };
+    let (gm, d) = be.point_relu(&am, &g, &p, &rb).map_err(e)?;
     let out = be.pmat_to_host(&gm).map_err(e)?;
     let lbs = rowwise_bounds(&g, &a, &out, &r, |aj, i, c| {
-        // a_j ≥ 0: y ≥ λ_lo·x; a_j < 0: y ≤ λ_up·x + μ.
+        // a_j ≥ 0: y ≥ λ_lo·x (+ μ_lo); a_j < 0: y ≤ λ_up·x + μ.
         if aj < T::zero() {
             c.add_prod(aj, mu[i]);
             [lam_up[i]; 2]
         } else {
+            if let Some(m) = &mu_lo {
+                c.add_prod(aj, m[i]);
+            }
             [lam_lo[i]; 2]
         }
     })?;

@@ -5,11 +5,12 @@ mod linear;
 mod pad;
 mod piecewise;
 mod pool;
+mod scurve;
 mod shape;
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
-const SUPPORTED: &str = "Gemm, MatMul, Conv, Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Clip, LeakyRelu, Max, Min, MaxPool, \
+const SUPPORTED: &str = "Gemm, MatMul, Conv, Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
     Pad (zeros on H and W), Squeeze, Unsqueeze, Concat, Identity, Dropout, and on constants Shape, Cast, Constant";
 
@@ -26,6 +27,8 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Relu" => one(affine::relu(imp, node)?),
         "Clip" => one(piecewise::clip(imp, node)?),
         "LeakyRelu" => one(piecewise::leaky_relu(imp, node)?),
+        "Sigmoid" => one(scurve::sigmoid(imp, node)?),
+        "Tanh" => one(scurve::tanh(imp, node)?),
         "Max" | "Min" => one(piecewise::max_min(imp, node)?),
         "Neg" => one(affine::neg(imp, node)?),
         "AveragePool" | "MaxPool" => one(pool::pool(imp, node)?),
