@@ -49,7 +49,7 @@ fn assert_enclosed(name: &str, what: &str, (lo, hi): &(Vec<f64>, Vec<f64>), y: &
 #[test]
 fn inference_matches_onnxruntime() {
     let cases = cases();
-    assert_eq!(cases.len(), 11);
+    assert_eq!(cases.len(), 13);
     for case in &cases {
         let name = case["name"].as_str().unwrap();
         let m = load_onnx(dir().join(format!("{name}.onnx"))).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -103,4 +103,12 @@ fn reorderings_are_folded_not_materialized() {
     let m = load_onnx(dir().join("transpose_into_conv.onnx")).unwrap();
     let kinds: Vec<&str> = m.network.nodes().iter().map(|n| n.op.kind()).collect();
     assert_eq!(kinds[..3], ["Input", "Dense", "Reshape"]);
+    // Constants that vary within a channel: per element, on a flat view.
+    let m = load_onnx(dir().join("per_pixel_constants.onnx")).unwrap();
+    let kinds: Vec<&str> = m.network.nodes().iter().map(|n| n.op.kind()).collect();
+    assert_eq!(kinds[..5], ["Input", "Reshape", "ChannelAffine", "Reshape", "Reshape"]);
+    // A transposed convolution: one dense layer.
+    let m = load_onnx(dir().join("conv_transpose.onnx")).unwrap();
+    let kinds: Vec<&str> = m.network.nodes().iter().map(|n| n.op.kind()).collect();
+    assert_eq!(kinds[..4], ["Input", "Dense", "Reshape", "Relu"]);
 }

@@ -1,5 +1,6 @@
-//! Element-wise arithmetic: Add/Sub/Mul/Div (with a constant, or the
-//! residual Add of two network values), BatchNormalization, Relu, Neg.
+//! Element-wise arithmetic: Add/Sub/Mul/Div (with a constant, per channel
+//! or per element, or the residual Add of two network values),
+//! BatchNormalization, Relu, Neg.
 //!
 //! Affine maps with constants become `Op::ChannelAffine`, whose interval
 //! coefficients enclose the exact real ones: `x − c` is `x·1 + (−c)` exactly,
@@ -7,7 +8,7 @@
 
 use crate::graph::{Dyn, Importer, Node, OpError, OpResult, Value, ir_shape, unsupported};
 use crate::tensor::{Kind, Tensor, broadcast_dims, numel};
-use polycert_deeppoly::Op;
+use polycert_deeppoly::{Op, Shape};
 use polycert_interval::{Interval, fp};
 
 fn point(x: f64) -> OpResult<Interval<f64>> {
@@ -116,7 +117,9 @@ fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: 
     if numel(&dims) != numel(&x.dims) {
         return unsupported(format!("{op} broadcasting the network value {:?} to {dims:?}", x.dims));
     }
-    let vals = per_channel(&c, &dims)?;
+    // Per channel when the constant is; else per element, as channels of a flat view.
+    let flat = per_channel(&c, &dims).is_err();
+    let vals = if flat { c.broadcast_to(&dims)? } else { per_channel(&c, &dims)? };
     let one = point(1.0)?;
     let mut mul = Vec::with_capacity(vals.len());
     let mut add = Vec::with_capacity(vals.len());
@@ -139,7 +142,13 @@ fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: 
         add.push(a);
     }
     let x = imp.view(node, &x, dims.clone())?;
-    let id = imp.push(node, "", Op::ChannelAffine { mul, add, float_ops: 1 }, &[x.id])?;
+    let shape = imp.net.node(x.id).shape;
+    let input =
+        if flat { imp.net.reshape(format!("{}.flat", node.name), x.id, Shape::flat(vals.len()))? } else { x.id };
+    let mut id = imp.push(node, "", Op::ChannelAffine { mul, add, float_ops: 1 }, &[input])?;
+    if flat {
+        id = imp.net.reshape(format!("{}.unflat", node.name), id, shape)?;
+    }
     Ok(Value::Dyn(Dyn::new(id, dims)))
 }
 

@@ -1,6 +1,7 @@
 //! Lowering of ONNX operators, one file per family.
 
 mod affine;
+mod conv_transpose;
 mod linear;
 mod pad;
 mod piecewise;
@@ -10,7 +11,7 @@ mod shape;
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
-const SUPPORTED: &str = "Gemm, MatMul, Conv, Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
+const SUPPORTED: &str = "Gemm, MatMul, Conv, ConvTranspose (as a dense layer), Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
     Pad (zeros on H and W), Squeeze, Unsqueeze, Concat, Identity, Dropout, and on constants Shape, Cast, Constant";
 
@@ -22,6 +23,7 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Gemm" => one(linear::gemm(imp, node)?),
         "MatMul" => one(linear::matmul(imp, node)?),
         "Conv" => one(linear::conv(imp, node)?),
+        "ConvTranspose" => one(conv_transpose::conv_transpose(imp, node)?),
         "Add" | "Sub" | "Mul" | "Div" => one(affine::binary(imp, node)?),
         "BatchNormalization" => one(affine::batch_norm(imp, node)?),
         "Relu" => one(affine::relu(imp, node)?),
@@ -46,6 +48,10 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Cast" => one(shape::cast(imp, node)?),
         "Constant" => one(shape::constant(imp, node)?),
         "Identity" | "Dropout" => one(shape::identity(imp, node)?),
+        "Softmax" | "LogSoftmax" => unsupported(
+            "Softmax is not supported: export the model without it (it keeps the order of the outputs, so \
+             properties that compare outputs mean the same on the logits, up to the float rounding of the Softmax)",
+        ),
         op => unsupported(format!("operator {op} (polycert supports {SUPPORTED})")),
     }
 }
