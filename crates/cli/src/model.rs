@@ -12,13 +12,36 @@ const DIGITS_TEST: &str = include_str!("../assets/digits_test.csv");
 pub use polycert_onnx::Imported;
 
 pub fn load(path: &Path) -> Result<Imported> {
-    Ok(polycert_onnx::load_onnx(path).map_err(|e| InputError(e.to_string()))?)
+    let m = polycert_onnx::load_onnx(path).map_err(|e| InputError(e.to_string()))?;
+    if m.network.softmax_output() {
+        eprintln!(
+            "polycert: {}: the final Softmax is dropped; comparisons of outputs are checked on the logits, \
+             with a float32 margin",
+            m.file
+        );
+    }
+    Ok(m)
 }
 
 /// Reads a VNNLIB property, in the IR's input order (NHWC models permute).
+/// After a dropped Softmax, only comparisons of outputs are accepted.
 pub fn load_vnnlib(model: &Imported, path: &Path) -> Result<Property> {
     let p =
         polycert_onnx::load_vnnlib(path, model.n_inputs(), model.n_outputs()).map_err(|e| InputError(e.to_string()))?;
+    if model.network.softmax_output() {
+        let bad = p.subproblems.iter().flat_map(|sp| sp.unsafe_region.iter().flatten());
+        if let Some(h) = bad.into_iter().find(|h| !polycert_deeppoly::softmax::is_comparison(h)) {
+            let terms: Vec<String> =
+                h.c.iter().enumerate().filter(|(_, c)| **c != 0.0).map(|(j, c)| format!("{c}·Y_{j}")).collect();
+            return Err(InputError(format!(
+                "{}: the model ends in a Softmax, so only comparisons of two outputs can be checked; found {} <= {}",
+                path.display(),
+                terms.join(" + "),
+                h.d
+            ))
+            .into());
+        }
+    }
     Ok(model.property_to_ir(&p))
 }
 

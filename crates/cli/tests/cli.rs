@@ -453,3 +453,31 @@ fn cuda_backend_without_gpu_is_a_clear_error() {
         assert!(matches!(o.status.code(), Some(0 | 1)), "a machine with a GPU verifies");
     }
 }
+
+/// A model ending in Softmax: comparisons of outputs are checked (on the
+/// logits), a bound on one probability is refused with a clear error.
+#[test]
+fn softmax_models_take_comparisons_only() {
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/../onnx-import/tests/fixtures/ops/softmax_last.onnx");
+    let dir = tmp("softmax");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = String::new();
+    for i in 0..4 {
+        s += &format!("(declare-const X_{i} Real)\n");
+    }
+    for j in 0..3 {
+        s += &format!("(declare-const Y_{j} Real)\n");
+    }
+    for i in 0..4 {
+        s += &format!("(assert (>= X_{i} 0.1))\n(assert (<= X_{i} 0.1001))\n");
+    }
+    let (cmp, bound) = (dir.join("cmp.vnnlib"), dir.join("bound.vnnlib"));
+    std::fs::write(&cmp, format!("{s}(assert (or (>= Y_1 Y_0) (>= Y_2 Y_0)))\n")).unwrap();
+    std::fs::write(&bound, format!("{s}(assert (>= Y_0 0.5))\n")).unwrap();
+    let o = polycert(&["verify", "--backend", "cpu", "--model", model, "--vnnlib", cmp.to_str().unwrap()]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Softmax is dropped"));
+    let o = polycert(&["verify", "--backend", "cpu", "--model", model, "--vnnlib", bound.to_str().unwrap()]);
+    assert_input_error(&o, "bound.vnnlib");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only comparisons of two outputs"));
+}

@@ -7,6 +7,17 @@ use crate::eval::eval;
 use crate::ir::{Network, Op};
 use crate::property::{Counterexample, SubProblem};
 
+/// After a dropped Softmax: the margin a comparison needs at outputs within
+/// `[lo, hi]` (subtracted from `d` for a hit); else 0.
+fn softmax_margin(net: &Network, lo: &[f64], hi: &[f64]) -> f64 {
+    if net.softmax_output() { crate::softmax::margin(crate::softmax::magnitude(lo, hi)) } else { 0.0 }
+}
+
+/// After a dropped Softmax only comparisons of outputs can be reached.
+fn margin_ok(net: &Network, h: &crate::property::Halfspace) -> bool {
+    !net.softmax_output() || crate::softmax::is_comparison(h)
+}
+
 /// Whether float32 inference at `x` lands in the unsafe region (checked
 /// with an exact enclosure of `c·y`, so rounding cannot fake a hit).
 pub fn check_f32(net: &Network, sp: &SubProblem, x: &[f32]) -> Option<Counterexample> {
@@ -16,8 +27,13 @@ pub fn check_f32(net: &Network, sp: &SubProblem, x: &[f32]) -> Option<Counterexa
     }
     let y = eval::<f32>(net, x);
     let y64: Vec<f64> = y.iter().map(|&v| v as f64).collect();
-    let hit =
-        sp.unsafe_region.iter().any(|conj| conj.iter().all(|h| polycert_interval::dot_scalar(&h.c, &y64).hi() <= h.d));
+    let tau = softmax_margin(net, &y64, &y64);
+    let hit = sp.unsafe_region.iter().any(|conj| {
+        conj.iter().all(|h| {
+            polycert_interval::dot_scalar(&h.c, &y64).hi() <= polycert_interval::fp::sub_down(h.d, tau)
+                && margin_ok(net, h)
+        })
+    });
     hit.then(|| Counterexample { input: x.to_vec(), output: y, checked_with: "float32, sequential sums".into() })
 }
 
@@ -35,13 +51,17 @@ impl<B: crate::backend::Backend<T>, T: polycert_interval::Fp> crate::analysis::A
         let out = &st.bounds[self.net.output()];
         let (lo, hi): (Vec<f64>, Vec<f64>) =
             (out.lo.iter().map(|v| v.to_f64_exact()).collect(), out.hi.iter().map(|v| v.to_f64_exact()).collect());
+        let tau = softmax_margin(self.net, &lo, &hi);
         sp.unsafe_region.iter().any(|conj| {
             conj.iter().all(|h| {
+                if !margin_ok(self.net, h) {
+                    return false;
+                }
                 let up = h.c.iter().enumerate().fold(0.0, |s, (j, &c)| {
                     let y = if c >= 0.0 { hi[j] } else { lo[j] };
                     if c == 0.0 { s } else { polycert_interval::fp::add_up(s, polycert_interval::fp::mul_up(c, y)) }
                 });
-                up <= h.d
+                up <= polycert_interval::fp::sub_down(h.d, tau)
             })
         })
     }

@@ -325,6 +325,39 @@ pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
     assert!(verified >= 4 && other >= 4, "weak test: {verified} verified, {other} not");
 }
 
+/// After a dropped Softmax, a gap between two logits that float32 rounding
+/// alone would respect is too small for a verdict either way: the Softmax
+/// could tie them. A wider gap decides as before.
+pub fn softmax_margin_decides<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
+    // y0 = x + 1, y1 = x + (1 − g) on x ∈ [0, 1]: y0 − y1 = g (|y| ≤ 2, margin ≈ 4.3e-6).
+    let net_for = |g: f64, softmax: bool| {
+        let mut net = Network::new(Shape::flat(1));
+        let b1 = (1.0 - g) as f32 as f64;
+        net.push("d", crate::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![1.0, b1], out: 2 }, &[0]).expect("net");
+        net.set_softmax_output(softmax);
+        net
+    };
+    let prop = Property::robustness("p", InputBox::new(vec![0.0], vec![1.0]).expect("box"), 0, 2).expect("prop");
+    let verdict = |g: f64, softmax: bool| {
+        let net = net_for(g, softmax);
+        let a = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare");
+        match a.analyze(&prop).expect("analysis").verdict {
+            Verdict::Verified => "verified",
+            Verdict::Falsified(_) => "falsified",
+            _ => "unknown",
+        }
+    };
+    for (g, plain, softmax) in [
+        (2e-6, "verified", "unknown"),
+        (2e-5, "verified", "verified"),
+        (-2e-6, "falsified", "unknown"),
+        (-2e-5, "falsified", "falsified"),
+    ] {
+        assert_eq!(verdict(g, false), plain, "gap {g} without Softmax");
+        assert_eq!(verdict(g, true), softmax, "gap {g} after a dropped Softmax");
+    }
+}
+
 /// Per-row constants on the backend: sums round down (below the exact sum,
 /// at most one step below the nearest), compaction and copies are exact.
 pub fn constants_round_down<B: Backend<f64>>(be: &B) {
@@ -402,6 +435,10 @@ macro_rules! backend_conformance_tests {
 #[macro_export]
 macro_rules! backend_conformance_suite {
     ($make:expr, $arith:expr) => {
+        #[test]
+        fn softmax_margin_decides_f64() {
+            $crate::conformance::softmax_margin_decides::<_, f64>(&$make, $arith);
+        }
         #[test]
         fn two_two_example_f32() {
             $crate::conformance::two_two_example::<_, f32>(&$make, $arith);

@@ -171,12 +171,27 @@ pub struct IrError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Network {
     nodes: Vec<Node>,
+    /// The deployed model applies a Softmax to these outputs (dropped by the
+    /// importer): properties may only compare outputs, with a float margin
+    /// ([`crate::softmax`]).
+    softmax_output: bool,
 }
 
 impl Network {
     /// Starts a network with its input node.
     pub fn new(input: Shape) -> Self {
-        Self { nodes: vec![Node { name: "input".into(), op: Op::Input, inputs: vec![], shape: input }] }
+        Self {
+            nodes: vec![Node { name: "input".into(), op: Op::Input, inputs: vec![], shape: input }],
+            softmax_output: false,
+        }
+    }
+
+    /// Marks the outputs as the logits of a deployed Softmax.
+    pub fn set_softmax_output(&mut self, on: bool) {
+        self.softmax_output = on;
+    }
+    pub fn softmax_output(&self) -> bool {
+        self.softmax_output
     }
 
     pub fn nodes(&self) -> &[Node] {

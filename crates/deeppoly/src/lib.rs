@@ -21,6 +21,7 @@ pub mod property;
 pub mod relax;
 mod rows;
 pub mod scurve;
+pub mod softmax;
 pub mod testnets;
 
 pub use analysis::{AnalysisError, Analyzer, Options};

@@ -31,12 +31,34 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         // Disjuncts are numbered across the batch: a group is one conjunction.
         let mut gi = 0u32;
+        let softmax = self.net.softmax_output();
         for &s in slots {
+            // After a dropped Softmax, comparisons need a float margin; other
+            // half-spaces cannot be proved (an infinite one).
+            let tau = if softmax {
+                let b = &st.bounds[out];
+                let (l, h): (Vec<f64>, Vec<f64>) = (
+                    b.lo[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
+                    b.hi[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
+                );
+                (crate::softmax::margin(crate::softmax::magnitude(&l, &h)), l, h)
+            } else {
+                (0.0, vec![], vec![])
+            };
+            let (tau, l, u) = tau;
+            let no_underflow = |h: &crate::property::Halfspace| {
+                crate::softmax::larger(h).is_some_and(|a| crate::softmax::no_underflow(a, &l, &u))
+            };
             for conj in &sps[s].unsafe_region {
                 for h in conj {
                     lo.extend(h.c.iter().map(|&c| fp::from_f64_down::<T>(c)));
                     hi.extend(h.c.iter().map(|&c| fp::from_f64_up::<T>(c)));
-                    cst.push(-h.d);
+                    let d = match softmax {
+                        false => h.d,
+                        true if crate::softmax::is_comparison(h) && no_underflow(h) => fp::add_up(h.d, tau),
+                        true => f64::INFINITY,
+                    };
+                    cst.push(-d);
                     group.push(gi);
                     props.push(s as u32);
                 }

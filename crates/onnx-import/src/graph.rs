@@ -198,6 +198,10 @@ pub(crate) struct Importer<'a> {
     uses: HashMap<&'a str, usize>,
     /// The graph input, when its only consumer transposes it NHWC → NCHW.
     pub nhwc_input: Option<&'a str>,
+    /// The graph output's name.
+    pub output: &'a str,
+    /// The opset (some ops' defaults depend on it).
+    pub opset: i64,
 }
 
 impl<'a> Importer<'a> {
@@ -440,6 +444,8 @@ pub(crate) fn import(model: &ModelProto, file: &str) -> Result<Imported, ImportE
         values: HashMap::new(),
         uses,
         nhwc_input: nhwc.then_some(input.name.as_str()),
+        output: out_name,
+        opset,
     };
     imp.values.insert(input.name.clone(), Value::Dyn(Dyn::new(0, ir_dims)));
 

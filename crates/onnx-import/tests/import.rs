@@ -591,3 +591,23 @@ fn mutated_models_never_panic() {
         }
     }
 }
+
+#[test]
+fn final_softmax_is_dropped_and_others_refused() {
+    let w = values(3 * 4, 5);
+    let nodes = vec![
+        node("Gemm", "fc", &["x", "W"], &["l"], vec![attr_i("transB", 1)]),
+        node("Softmax", "sm", &["l"], &["y"], vec![]),
+    ];
+    let m = import(&model(&[1, 4], nodes, vec![floats("W", &[3, 4], &w)], 13));
+    assert!(m.network.softmax_output());
+    assert_eq!(kinds(&m), ["Input", "Dense"]);
+    // Not last: refused, naming the node.
+    let nodes = vec![node("Softmax", "sm", &["x"], &["s"], vec![]), node("Relu", "r", &["s"], &["y"], vec![])];
+    let msg = import_err(&model(&[1, 4], nodes, vec![], 13)).to_string();
+    assert!(msg.contains("'sm'") && msg.contains("last"), "{msg}");
+    // Over one axis of several: refused.
+    let nodes = vec![node("Softmax", "sm", &["x"], &["y"], vec![attr_i("axis", 2)])];
+    let msg = import_err(&model(&[1, 2, 3], nodes, vec![], 13)).to_string();
+    assert!(msg.contains("only over all outputs"), "{msg}");
+}

@@ -49,14 +49,21 @@ fn assert_enclosed(name: &str, what: &str, (lo, hi): &(Vec<f64>, Vec<f64>), y: &
 #[test]
 fn inference_matches_onnxruntime() {
     let cases = cases();
-    assert_eq!(cases.len(), 13);
+    assert_eq!(cases.len(), 14);
     for case in &cases {
         let name = case["name"].as_str().unwrap();
         let m = load_onnx(dir().join(format!("{name}.onnx"))).unwrap_or_else(|e| panic!("{name}: {e}"));
         for p in case["points"].as_array().unwrap() {
             let x: Vec<f32> = m.to_ir_input(&floats(&p["x"])).iter().map(|&v| v as f32).collect();
             let want = floats(&p["y"]);
-            let got = eval::<f32>(&m.network, &x);
+            let mut got = eval::<f32>(&m.network, &x);
+            if m.network.softmax_output() {
+                // The importer dropped the final Softmax: apply it here.
+                let top = got.iter().copied().fold(f32::MIN, f32::max);
+                let e: Vec<f32> = got.iter().map(|v| (v - top).exp()).collect();
+                let s: f32 = e.iter().sum();
+                got = e.iter().map(|v| v / s).collect();
+            }
             let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
             assert_eq!(got.len(), want.len(), "{name}: output size");
             for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
@@ -71,6 +78,16 @@ fn bounds_contain_onnxruntime_outputs() {
     for case in &cases() {
         let name = case["name"].as_str().unwrap();
         let m = load_onnx(dir().join(format!("{name}.onnx"))).unwrap();
+        if m.network.softmax_output() {
+            // Bounds are on the logits: onnxruntime's largest output is the certified largest logit.
+            for p in case["points"].as_array().unwrap() {
+                let (x, y) = (floats(&p["x"]), floats(&p["y"]));
+                let (lo, hi) = output_bounds(&m, &x, &x, Arith::Point);
+                let top = (0..y.len()).max_by(|&a, &b| y[a].total_cmp(&y[b])).unwrap();
+                assert!((0..y.len()).all(|j| j == top || lo[top] > hi[j]), "{name}: {lo:?} {hi:?} vs {y:?}");
+            }
+            continue;
+        }
         for arith in [Arith::Point, Arith::Interval] {
             let what = format!("{arith:?}");
             let (lo, hi) = (floats(&case["box"]["lo"]), floats(&case["box"]["hi"]));

@@ -8,12 +8,13 @@ mod piecewise;
 mod pool;
 mod scurve;
 mod shape;
+mod softmax;
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
 const SUPPORTED: &str = "Gemm, MatMul, Conv, ConvTranspose (as a dense layer), Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
-    Pad (zeros on H and W), Squeeze, Unsqueeze, Concat, Identity, Dropout, and on constants Shape, Cast, Constant";
+    Pad (zeros on H and W), Softmax (last, dropped), Squeeze, Unsqueeze, Concat, Identity, Dropout, and on constants Shape, Cast, Constant";
 
 /// Lowers one node, returning the values of its outputs in order (fewer
 /// than the node declares when the rest are unsupported and unused).
@@ -48,9 +49,10 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Cast" => one(shape::cast(imp, node)?),
         "Constant" => one(shape::constant(imp, node)?),
         "Identity" | "Dropout" => one(shape::identity(imp, node)?),
-        "Softmax" | "LogSoftmax" => unsupported(
-            "Softmax is not supported: export the model without it (it keeps the order of the outputs, so \
-             properties that compare outputs mean the same on the logits, up to the float rounding of the Softmax)",
+        "Softmax" => one(softmax::softmax(imp, node)?),
+        "LogSoftmax" => unsupported(
+            "LogSoftmax is not supported: export the model without it (a final Softmax is dropped; properties \
+             that compare outputs are then checked on the logits)",
         ),
         op => unsupported(format!("operator {op} (polycert supports {SUPPORTED})")),
     }
