@@ -1,6 +1,7 @@
-//! The `polycert` binary: `verify` and `vnncomp`.
+//! The `polycert` binary: `verify`, `vnncomp` and `fpna`.
 
 mod engine;
+mod fpna;
 mod images;
 mod model;
 mod report;
@@ -30,6 +31,9 @@ enum Cmd {
     Verify(VerifyArgs),
     /// Run a VNN-COMP instances file, appending one row per instance.
     Vnncomp(vnncomp::VnncompArgs),
+    /// Instruments for floating-point non-associativity (summation orders).
+    #[command(subcommand)]
+    Fpna(fpna::FpnaCmd),
 }
 
 /// Options shared by every command that analyses.
@@ -277,12 +281,12 @@ fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
     let res = match cli.cmd {
-        Cmd::Verify(a) => verify(a),
-        Cmd::Vnncomp(a) => vnncomp::run(a),
+        Cmd::Verify(a) => verify(a).map(|ok| if ok { 0 } else { 1 }),
+        Cmd::Vnncomp(a) => vnncomp::run(a).map(|ok| if ok { 0 } else { 1 }),
+        Cmd::Fpna(c) => fpna::run(c),
     };
     match res {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("polycert: error: {e:#}");
             ExitCode::from(2)

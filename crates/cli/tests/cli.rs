@@ -481,3 +481,49 @@ fn softmax_models_take_comparisons_only() {
     assert_input_error(&o, "bound.vnnlib");
     assert!(String::from_utf8_lossy(&o.stderr).contains("only comparisons of two outputs"));
 }
+
+#[test]
+fn fpna_kendall_matrix_json_histogram_and_png() {
+    let dir = tmp("kendall");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b, png) = (dir.join("a.csv"), dir.join("b.csv"), dir.join("h.png"));
+    std::fs::write(&a, "0,1,2,3,4\n4,3,2,1,0\n1,0,2,3,4\n").unwrap();
+    std::fs::write(&b, "0,1,2,3,4\n").unwrap();
+    let o = polycert(&["fpna", "kendall", a.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    // Lower triangle: row 1 against 0; row 2 against 0 and 1.
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "\n-1.000000\n0.800000,-0.800000\n");
+    let o = polycert(&[
+        "fpna",
+        "kendall",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+        "--png",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["pairs"], serde_json::json!([[0, 0, 1.0], [1, 0, -1.0], [2, 0, 0.8]]));
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG\r\n\x1a\n"));
+    let o = polycert(&["fpna", "kendall", a.to_str().unwrap(), "--histogram", "4"]);
+    // τ = −1, −0.8 (both in [−1, −0.5)) and 0.8.
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1.0000\t2\n-0.5000\t0\n+0.0000\t0\n+0.5000\t1\n");
+    std::fs::write(&b, "0,1,x\n").unwrap();
+    assert_input_error(&polycert(&["fpna", "kendall", b.to_str().unwrap()]), "b.csv");
+}
+
+#[test]
+fn fpna_variability_on_the_embedded_default() {
+    let o = polycert(&["fpna", "variability", "--runs", "4", "--count", "50", "--eps", "0.01", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["outside_bounds"], 0);
+    assert_eq!(j["runs"], 4);
+    assert_eq!(j["images"], 50);
+    assert_eq!(j["compared"], 50 * 10 * 3);
+    assert_eq!(j["checked"], 2 * 4 * 50);
+    let (v_c, v_ermv) = (j["v_c"].as_f64().unwrap(), j["v_ermv"].as_f64().unwrap());
+    assert!(v_c > 0.0 && v_c <= 1.0 && v_ermv > 0.0 && v_ermv < 1e-3, "{j}");
+    assert!(j["flips"].as_u64().unwrap() <= 50);
+}

@@ -146,6 +146,54 @@ fn pool<F: EvalFloat>(x: &[F], si: Shape, so: Shape, p: &crate::ir::Pool, max: b
         .collect()
 }
 
+/// Output of the network on `x` with every dense and conv sum (products and
+/// the bias) added in a random order drawn from `rng`: one run of inference
+/// whose summation order is not fixed, as on a GPU with atomics. Other
+/// nodes as [`eval_node`].
+pub fn eval_shuffled<F: EvalFloat>(net: &Network, x: &[F], rng: &mut crate::testnets::SplitMix) -> Vec<F> {
+    let mut vals: Vec<Vec<F>> = Vec::with_capacity(net.nodes().len());
+    let mut sum = |terms: &mut Vec<F>| {
+        for k in (1..terms.len()).rev() {
+            terms.swap(k, rng.below(k + 1));
+        }
+        terms.iter().fold(F::zero(), |s, &t| s + t)
+    };
+    for (id, node) in net.nodes().iter().enumerate() {
+        let v = match &node.op {
+            Op::Input => x.to_vec(),
+            Op::Dense { weight, bias, out } => {
+                let xi = &vals[node.inputs[0]];
+                let n = xi.len();
+                (0..*out)
+                    .map(|i| {
+                        let mut t: Vec<F> = (0..n).map(|j| F::of(weight[i * n + j]) * xi[j]).collect();
+                        t.push(F::of(bias[i]));
+                        sum(&mut t)
+                    })
+                    .collect()
+            }
+            Op::Conv2d(c) => {
+                let (si, so) = (net.node(node.inputs[0]).shape, node.shape);
+                let xi = &vals[node.inputs[0]];
+                (0..so.numel())
+                    .map(|o| {
+                        let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
+                        let mut t: Vec<F> = c.taps(si, co, oy, ox).map(|(w, i)| F::of(c.weight[w]) * xi[i]).collect();
+                        t.push(F::of(c.bias[co]));
+                        sum(&mut t)
+                    })
+                    .collect()
+            }
+            _ => {
+                let ins: Vec<&[F]> = node.inputs.iter().map(|&k| vals[k].as_slice()).collect();
+                eval_node(net, id, &ins)
+            }
+        };
+        vals.push(v);
+    }
+    vals.pop().unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
