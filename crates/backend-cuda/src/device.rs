@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const KERNELS: &str = concat!(
     include_str!("../../../kernels/deeppoly.cu"),
     include_str!("../../../kernels/point.cu"),
-    include_str!("../../../kernels/infer.cu")
+    include_str!("../../../kernels/infer.cu"),
+    include_str!("../../../kernels/fpna.cu")
 );
 
 /// Every kernel, instantiated for `f32` and `f64`.
@@ -47,6 +48,11 @@ pub const KERNEL_NAMES: &[&str] = &[
     "pw_add",
     "pw_scale",
     "pw_sign_step",
+    "fpna_order",
+    "fpna_partials",
+    "fpna_final",
+    "fpna_atomic_all",
+    "fpna_splitk_dense",
 ];
 
 /// Kernels with one instantiation (no type suffix).

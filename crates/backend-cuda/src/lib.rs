@@ -6,6 +6,7 @@
 //! returns [`BackendError::Unavailable`].
 
 mod device;
+pub mod fpna;
 mod infer;
 mod point_ops;
 mod trace;

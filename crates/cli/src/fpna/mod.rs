@@ -1,8 +1,11 @@
 //! `polycert fpna`: instruments for floating-point non-associativity.
-//! `kendall` compares block orderings (Kendall's tau-b); `variability` runs
-//! inference with varying summation orders and checks every output against
-//! the certified bounds (exit code 3 when one is outside: a soundness bug).
+//! `order` records the order of thread blocks in a GPU sum reduction and
+//! `reduce` compares reduction variants (`gpu.rs`); `kendall` compares
+//! orderings (Kendall's tau-b); `variability` runs inference with varying
+//! summation orders and checks every output against the certified bounds
+//! (exit code 3 when one is outside: a soundness bug).
 
+mod gpu;
 mod kendall;
 mod plot;
 mod variability;
@@ -17,6 +20,10 @@ use std::path::PathBuf;
 
 #[derive(Subcommand)]
 pub enum FpnaCmd {
+    /// The order in which thread blocks reach a reduction's atomic last stage (GPU), one CSV line per sample.
+    Order(gpu::OrderArgs),
+    /// Run-to-run variability of a GPU sum: deterministic two-pass, atomic last stage, atomics only.
+    Reduce(gpu::ReduceArgs),
     /// Kendall's tau-b between orderings: every pair of lines of one file, or every line of A against every line of B.
     Kendall(KendallArgs),
     /// Inference with varying summation orders: variability between runs, and a check against the certified bounds.
@@ -77,6 +84,8 @@ enum VarBackend {
 /// the certified bounds).
 pub fn run(cmd: FpnaCmd) -> Result<u8> {
     match cmd {
+        FpnaCmd::Order(a) => gpu::order(a).map(|_| 0),
+        FpnaCmd::Reduce(a) => gpu::reduce(a).map(|_| 0),
         FpnaCmd::Kendall(a) => kendall_cmd(a).map(|_| 0),
         FpnaCmd::Variability(a) => variability_cmd(a),
     }
@@ -135,11 +144,6 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
         (Some(_), None) => bail!(InputError("--model needs --images".into())),
         (None, Some(_)) => bail!(InputError("--images needs --model".into())),
     };
-    if let VarBackend::Cuda = a.backend {
-        bail!(InputError(
-            "fpna variability --backend cuda (split-K GEMMs with atomicAdd) is not implemented yet".into()
-        ));
-    }
     if a.runs < 2 {
         bail!(InputError("--runs must be at least 2".into()));
     }
@@ -157,7 +161,11 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
     // Inference at each box's centre (the metrics); with eps > 0 also at a
     // random point of the box per run (checked against the bounds only).
     let centres: Vec<Vec<f32>> = boxes.iter().map(|b| b.centre().iter().map(|&v| v as f32).collect()).collect();
-    let runs = variability::cpu_runs(net, &centres, a.runs, a.seed);
+    let infer = |xs: &[Vec<f32>], seed: u64| match a.backend {
+        VarBackend::Cpu => Ok(variability::cpu_runs(net, xs, a.runs, seed)),
+        VarBackend::Cuda => gpu::cuda_runs(net, xs, a.runs),
+    };
+    let runs = infer(&centres, a.seed)?;
     let v = variability::variability(&runs);
     let mut observed: Vec<(usize, Vec<f32>)> = runs.iter().flat_map(|r| r.iter().cloned().enumerate()).collect();
     if a.eps > 0.0 {
@@ -169,7 +177,7 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
                 polycert_deeppoly::attack::to_f32_in_box(&x, &b.lo, &b.hi)
             })
             .collect();
-        for r in variability::cpu_runs(net, &pts, a.runs, a.seed.wrapping_add(1)) {
+        for r in infer(&pts, a.seed.wrapping_add(1))? {
             observed.extend(r.into_iter().enumerate());
         }
     }
@@ -188,7 +196,7 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
             serde_json::json!({
                 "v_ermv": v.v_ermv, "v_c": v.v_c, "flips": v.flips, "runs": a.runs,
                 "outside_bounds": outside, "images": imgs.len(), "compared": v.d,
-                "checked": observed.len(), "correct": correct, "eps": a.eps, "backend": "cpu",
+                "checked": observed.len(), "correct": correct, "eps": a.eps, "backend": match a.backend { VarBackend::Cpu => "cpu", VarBackend::Cuda => "cuda" },
             })
         );
     } else {
