@@ -56,15 +56,17 @@ __device__ void fpna_atomic_all(const T* __restrict__ x, size_t n, T* acc) {
 }
 
 // Split-K dense layer y[b][o] += Σ_{k in chunk} w[o][k]·x[b][k]: block
-// (o + out·b, chunk c); `y` holds the bias beforehand. The chunks' atomicAdd
-// order differs from run to run.
+// c + chunks·(o + out·b), so that the chunks of one sum are launched together
+// and race; `y` holds the bias beforehand. The chunks' atomicAdd order
+// differs from run to run.
 template <typename T>
 __device__ void fpna_splitk_dense(const T* __restrict__ w, const T* __restrict__ x, T* y, size_t n_in,
                                   size_t n_out, size_t chunk) {
     extern __shared__ unsigned char fpna_smem[];
     T* s = reinterpret_cast<T*>(fpna_smem);
-    size_t o = blockIdx.x % n_out, b = blockIdx.x / n_out;
-    size_t lo = (size_t)blockIdx.y * chunk, hi = min(n_in, lo + chunk);
+    size_t chunks = (n_in + chunk - 1) / chunk;
+    size_t ob = blockIdx.x / chunks, o = ob % n_out, b = ob / n_out;
+    size_t lo = (blockIdx.x % chunks) * chunk, hi = min(n_in, lo + chunk);
     T v = (T)0;
     for (size_t k = lo + threadIdx.x; k < hi; k += blockDim.x) v += w[o * n_in + k] * x[b * n_in + k];
     s[threadIdx.x] = v;

@@ -204,7 +204,9 @@ impl Fpna {
         let mut l = s.launch_builder(self.dev.func("fpna_splitk_dense", T::SUFFIX));
         l.arg(&wd).arg(&xd).arg(&mut y).arg(&ni).arg(&no).arg(&ch);
         let cfg = LaunchConfig {
-            grid_dim: ((n_out * batch) as u32, n_in.div_ceil(chunk) as u32, 1),
+            grid_dim: u32::try_from(n_out * batch * n_in.div_ceil(chunk)).map(|g| (g, 1, 1)).map_err(|_| {
+                fail(format!("splitk_dense: {n_out}×{batch} outputs in chunks of {chunk} is too many blocks"))
+            })?,
             block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: (threads * std::mem::size_of::<T>()) as u32,
         };

@@ -103,9 +103,20 @@ pub fn order(a: OrderArgs) -> Result<()> {
         Some(p) => std::fs::write(p, text).with_context(|| format!("{}: cannot write", p.display()))?,
         None => std::io::stdout().write_all(text.as_bytes())?,
     }
+    // The two readings use atomics on different addresses, which other
+    // blocks' atomics can fall between: how far apart are they?
     let agree = orders.iter().filter(|(t, v)| t == v).count();
+    let taus: Vec<f64> = orders
+        .iter()
+        .filter_map(|(t, v)| {
+            let t: Vec<i64> = t.iter().map(|&i| i as i64).collect();
+            let v: Vec<i64> = v.iter().map(|&i| i as i64).collect();
+            super::kendall::tau_b(&t, &v)
+        })
+        .collect();
+    let mean = taus.iter().sum::<f64>() / taus.len().max(1) as f64;
     eprintln!(
-        "{}: {} samples of {} blocks; ticket and value orders agree in {agree}",
+        "{}: {} samples of {} blocks; ticket and value orders identical in {agree}, mean Kendall tau between them {mean:.4}",
         f.device_name(),
         orders.len(),
         orders.first().map_or(0, |o| o.0.len())
@@ -176,7 +187,7 @@ pub fn cuda_runs(net: &Network, inputs: &[Vec<f32>], runs: usize) -> Result<Vec<
                     let n_in = x.len() / batch.max(1);
                     let w: Vec<f32> = weight.iter().map(|&v| v as f32).collect();
                     let b: Vec<f32> = bias.iter().map(|&v| v as f32).collect();
-                    f.splitk_dense(&w, &b, x, n_in, *out, batch, 32)?
+                    f.splitk_dense(&w, &b, x, n_in, *out, batch, 16)?
                 }
                 _ => {
                     let sizes: Vec<usize> = node.inputs.iter().map(|&k| net.node(k).shape.numel()).collect();
