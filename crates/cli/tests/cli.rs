@@ -5,19 +5,12 @@
 #[path = "../../onnx-import/tests/common/mod.rs"]
 mod common;
 
+mod util;
+
 use common::{encode, model, node, raw_floats};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn polycert(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_polycert")).args(args).output().expect("runs")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("polycert-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
+use util::{polycert, result_rows, tmp};
 
 const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/digits_mlp.onnx");
 
@@ -171,14 +164,6 @@ fn vnnlib_dimension_mismatch_and_malformed() {
     let bad = tmp("bad.vnnlib");
     std::fs::write(&bad, "(declare-const X_0 Real)\n(assert (<= X_0 ").unwrap();
     assert_input_error(&polycert(&["verify", "--model", DIGITS, "--vnnlib", bad.to_str().unwrap()]), "bad.vnnlib");
-}
-
-/// The rows of a results file in the polycert format (header checked, then skipped).
-fn result_rows(path: &std::path::Path) -> Vec<Vec<String>> {
-    let mut r = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
-    assert_eq!(header, ["onnx", "vnnlib", "result", "seconds", "counterexample", "message"]);
-    r.records().map(|rec| rec.unwrap().iter().map(String::from).collect()).collect()
 }
 
 #[test]

@@ -12,7 +12,7 @@ use crate::property::{InputBox, Property, Verdict};
 use crate::testnets::{
     SplitMix, densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, two_two,
 };
-use polycert_interval::Fp;
+use polycert_interval::{FloatModel, Fp};
 
 fn opts(arith: Arith) -> Options {
     Options { arith, ..Options::default() }
@@ -358,6 +358,26 @@ pub fn softmax_margin_decides<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     }
 }
 
+/// A margin of exactly 0 somewhere in the box is never verified (the
+/// verdict needs a strictly positive bound): a tie at a box corner, and
+/// outputs equal everywhere.
+pub fn zero_margin_is_never_verified<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
+    // (weights of y0 and y1 on x, biases): y0 − y1 = x − 0.5 on [0.5, 1], then y0 = y1 = x.
+    for (w, b) in [([1.0, 0.0], [0.0, 0.5]), ([1.0, 1.0], [0.0, 0.0])] {
+        let mut net = Network::new(Shape::flat(1));
+        net.push("d", crate::ir::Op::Dense { weight: w.to_vec(), bias: b.to_vec(), out: 2 }, &[0]).expect("net");
+        let prop = Property::robustness("p", InputBox::new(vec![0.5], vec![1.0]).expect("box"), 0, 2).expect("prop");
+        // Exact network semantics make the bound exactly 0: only the strict test keeps it unproved.
+        for (attack_steps, network_float) in [(0, FloatModel::EXACT), (0, FloatModel::F32), (20, FloatModel::F32)] {
+            let o = Options { attack_steps, network_float, ..opts(arith) };
+            let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
+            let o = a.analyze(&prop).expect("analysis");
+            assert!(!matches!(o.verdict, Verdict::Verified), "{w:?} {b:?}: a zero margin was verified");
+            assert!(o.lower_bounds.iter().all(|&l| l <= 0.0), "{:?}", o.lower_bounds);
+        }
+    }
+}
+
 /// Per-row constants on the backend: sums round down (below the exact sum,
 /// at most one step below the nearest), compaction and copies are exact.
 pub fn constants_round_down<B: Backend<f64>>(be: &B) {
@@ -435,6 +455,14 @@ macro_rules! backend_conformance_tests {
 #[macro_export]
 macro_rules! backend_conformance_suite {
     ($make:expr, $arith:expr) => {
+        #[test]
+        fn zero_margin_is_never_verified_f64() {
+            $crate::conformance::zero_margin_is_never_verified::<_, f64>(&$make, $arith);
+        }
+        #[test]
+        fn zero_margin_is_never_verified_f32() {
+            $crate::conformance::zero_margin_is_never_verified::<_, f32>(&$make, $arith);
+        }
         #[test]
         fn softmax_margin_decides_f64() {
             $crate::conformance::softmax_margin_decides::<_, f64>(&$make, $arith);

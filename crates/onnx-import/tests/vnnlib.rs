@@ -270,3 +270,18 @@ fn vnnlib_2_errors_give_line_and_column() {
     let mixed = format!("{head}(declare-const X_0 Real)\n");
     assert!(parse_vnnlib(&mixed, "m.vnnlib", 4, 2).unwrap_err().to_string().contains("declare-const"));
 }
+
+/// Operand order and strictness (issue 11): `(<= Y_0 Y_1)`, `(>= Y_1 Y_0)`
+/// and the strict forms describe the same closed half-space `y_0 − y_1 ≤ 0`
+/// (strict comparisons are widened to non-strict: the unsafe region only
+/// grows, so a tie is never verified).
+#[test]
+fn operand_order_and_strictness_give_one_halfspace() {
+    let base = format!("{}{}", decls(1, 2), boxed(1));
+    let forms =
+        ["(<= Y_0 Y_1)", "(>= Y_1 Y_0)", "(< Y_0 Y_1)", "(> Y_1 Y_0)", "(<= (- Y_0 Y_1) 0)", "(>= 0 (- Y_0 Y_1))"];
+    for f in forms {
+        let p = parse_vnnlib(&format!("{base}(assert {f})\n"), "o.vnnlib", 1, 2).unwrap();
+        assert_eq!(p.subproblems[0].unsafe_region, vec![vec![Halfspace { c: vec![1.0, -1.0], d: 0.0 }]], "{f}");
+    }
+}

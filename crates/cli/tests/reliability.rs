@@ -1,0 +1,111 @@
+//! Issue 11: planted counterexamples, and faults the runner must survive.
+
+#[path = "../../onnx-import/tests/common/mod.rs"]
+mod common;
+mod util;
+
+use common::{encode, model, node, raw_floats};
+use util::{polycert, result_rows, tmp};
+
+/// Issue 11's planted counterexamples (`fixtures/planted/gen_planted.py`):
+/// every instance has a counterexample in a sliver of its box, so no
+/// arithmetic or precision may answer unsat; the attack finds most.
+#[test]
+fn planted_counterexamples_are_never_verified() {
+    let inst = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/planted/instances.csv");
+    let dir = tmp("planted");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (k, extra) in
+        [&[][..], &["--arith", "interval"], &["--precision", "f32"], &["--attack-first", "--attack-steps", "200"]]
+            .into_iter()
+            .enumerate()
+    {
+        let res = dir.join(format!("r{k}.csv"));
+        let args =
+            [&["vnncomp", "--backend", "cpu", "--instances", inst, "--results", res.to_str().unwrap()][..], extra]
+                .concat();
+        let o = polycert(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows = result_rows(&res);
+        assert_eq!(rows.len(), 50);
+        let count = |r: &str| rows.iter().filter(|row| row[2] == r).count();
+        assert_eq!(count("unsat"), 0, "{extra:?}: a planted instance was verified");
+        assert_eq!(count("error"), 0);
+        let want = if k == 3 { 50 } else { 45 };
+        assert!(count("sat") >= want, "{extra:?}: only {} of 50 planted counterexamples found", count("sat"));
+    }
+}
+
+/// A deterministic wide ReLU MLP (64 inputs, `layers` × `width`, 10 outputs).
+fn wide_mlp(path: &std::path::Path, width: usize, layers: usize) {
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rnd = |n: usize, a: f32| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * a
+            })
+            .collect()
+    };
+    let (mut nodes, mut inits, mut x, mut n_in) = (vec![], vec![], "x".to_string(), 64);
+    for l in 0..=layers {
+        let out = if l == layers { 10 } else { width };
+        let (w, b, h) = (format!("W{l}"), format!("B{l}"), format!("h{l}"));
+        inits.push(raw_floats(&w, &[out as i64, n_in as i64], &rnd(out * n_in, 2.5 / (n_in as f32).sqrt())));
+        inits.push(raw_floats(&b, &[out as i64], &rnd(out, 0.1)));
+        let y = if l == layers { "y".to_string() } else { format!("g{l}") };
+        nodes.push(node("Gemm", &format!("fc{l}"), &[&x, &w, &b], &[&y], vec![common::attr_i("transB", 1)]));
+        if l < layers {
+            nodes.push(node("Relu", &format!("relu{l}"), &[&y], &[&h], vec![]));
+            x = h;
+        }
+        n_in = out;
+    }
+    std::fs::write(path, encode(&model(&[1, 64], nodes, inits, 13))).unwrap();
+}
+
+/// `--timeout` is honoured to within 10% of the analysis time and answers
+/// `timeout`, not a hang or another verdict.
+#[test]
+fn timeouts_are_honoured() {
+    let (net, prop) = (tmp("wide.onnx"), tmp("wide.vnnlib"));
+    wide_mlp(&net, 1024, 8);
+    let mut v = String::new();
+    for i in 0..64 {
+        v += &format!("(declare-const X_{i} Real)\n");
+    }
+    for j in 0..10 {
+        v += &format!("(declare-const Y_{j} Real)\n");
+    }
+    for i in 0..64 {
+        v += &format!("(assert (>= X_{i} 0.0))\n(assert (<= X_{i} 0.5))\n");
+    }
+    v += &format!("(assert (or {}))\n", (1..10).map(|j| format!("(and (>= Y_{j} Y_0))")).collect::<String>());
+    std::fs::write(&prop, v).unwrap();
+    for timeout in [0.3, 0.8] {
+        let t = std::time::Instant::now();
+        let o = polycert(&[
+            "verify",
+            "--backend",
+            "cpu",
+            "--json",
+            "--attack-steps",
+            "0",
+            "--timeout",
+            &timeout.to_string(),
+            "--model",
+            net.to_str().unwrap(),
+            "--vnnlib",
+            prop.to_str().unwrap(),
+        ]);
+        let wall = t.elapsed().as_secs_f64();
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(rec["result"], "timeout", "{rec}");
+        let secs = rec["seconds"].as_f64().unwrap();
+        assert!(secs <= 1.1 * timeout, "timeout {timeout}: the analysis ran {secs} s");
+        assert!(wall <= timeout + 3.0, "timeout {timeout}: the process ran {wall} s");
+    }
+}
