@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 mod gpu;
 
-const USAGE: &str = "usage: cargo xtask <task>\n\ntasks:\n  codegen      regenerate crates/onnx-import/src/onnx_pb.rs from proto/onnx.proto\n  gpu-prepare  build the GPU test binaries and polycert, copy them and ../shared/bench into carry/\n  gpu-test     gpu-prepare, then print the device command that runs the GPU tests";
+const USAGE: &str = "usage: cargo xtask <task>\n\ntasks:\n  codegen      regenerate crates/onnx-import/src/onnx_pb.rs from proto/onnx.proto\n  gpu-prepare  build the GPU test binaries and polycert, copy them and ../shared/bench into carry/\n  gpu-test     gpu-prepare, then print the device command that runs the GPU tests\n  soundness-hunt [CASES_PER_KIND] [SEED] [STEPS]\n               the adversarial soundness hunt (release build; failures to hunt-failures.json)";
 
 fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1);
@@ -17,6 +17,17 @@ fn main() -> anyhow::Result<()> {
             println!(
                 "carry/ is ready. On the GPU machine (device tool, carry [\"carry\"]) run:\n  bash bench/gpu/run.sh tests"
             );
+            Ok(())
+        }
+        Some("soundness-hunt") => {
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            let status = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .current_dir(workspace_root())
+                .args(["run", "--release", "-q", "-p", "polycert-soundness", "--bin", "soundness-hunt", "--"])
+                .args(&rest)
+                .status()
+                .context("running cargo")?;
+            anyhow::ensure!(status.success(), "the soundness hunt failed (see hunt-failures.json)");
             Ok(())
         }
         Some(other) => anyhow::bail!("unknown task '{other}'\n\n{USAGE}"),
