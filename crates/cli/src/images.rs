@@ -75,33 +75,49 @@ fn be_u32(b: &[u8], at: usize) -> u32 {
 /// Reads an IDX image file and its label file (given, or found by
 /// replacing `images-idx3` with `labels-idx1` in the name).
 pub fn load_idx(images: &Path, labels: Option<&Path>) -> Result<Vec<Image>> {
-    let name = images.display();
     let img = read_maybe_gz(images)?;
-    if img.len() < 16 || be_u32(&img, 0) != 0x0803 {
-        bail!("{name}: not an IDX3 image file");
-    }
-    let (n, h, w) = (be_u32(&img, 4) as usize, be_u32(&img, 8) as usize, be_u32(&img, 12) as usize);
-    if img.len() < 16 + n * h * w {
-        bail!("{name}: truncated ({} bytes for {n} images of {h}x{w})", img.len());
-    }
+    idx3_dims(&img, &images.display().to_string())?;
     let lpath: PathBuf = match labels {
         Some(p) => p.to_path_buf(),
         None => {
             let s = images.to_string_lossy().replace("images-idx3", "labels-idx1");
             if s == images.to_string_lossy() {
-                bail!("{name}: give the label file with --labels");
+                bail!("{}: give the label file with --labels", images.display());
             }
             PathBuf::from(s)
         }
     };
     let lab = read_maybe_gz(&lpath)?;
-    if lab.len() < 8 + n || be_u32(&lab, 0) != 0x0801 {
-        bail!("{}: not an IDX1 label file with {n} labels", lpath.display());
+    parse_idx(&img, &lab, &images.display().to_string(), &lpath.display().to_string())
+}
+
+/// The image count and size of a complete IDX3 image file.
+fn idx3_dims(img: &[u8], name: &str) -> Result<(usize, usize)> {
+    if img.len() < 16 || be_u32(img, 0) != 0x0803 {
+        bail!("{name}: not an IDX3 image file");
+    }
+    let (n, h, w) = (be_u32(img, 4) as usize, be_u32(img, 8) as usize, be_u32(img, 12) as usize);
+    let size = h.checked_mul(w).filter(|&s| s > 0);
+    let total = size.and_then(|s| s.checked_mul(n)).and_then(|t| t.checked_add(16));
+    let (Some(size), Some(total)) = (size, total) else {
+        bail!("{name}: {n} images of {h}x{w} is not a valid size");
+    };
+    if img.len() < total {
+        bail!("{name}: truncated ({} bytes for {n} images of {h}x{w})", img.len());
+    }
+    Ok((n, size))
+}
+
+/// IDX3 images and IDX1 labels from memory (`name`, `lname` for messages).
+pub fn parse_idx(img: &[u8], lab: &[u8], name: &str, lname: &str) -> Result<Vec<Image>> {
+    let (n, size) = idx3_dims(img, name)?;
+    if lab.len() < 8 || be_u32(lab, 0) != 0x0801 || lab.len() - 8 < n {
+        bail!("{lname}: not an IDX1 label file with {n} labels");
     }
     Ok((0..n)
         .map(|i| Image {
             label: lab[8 + i] as usize,
-            pixels: img[16 + i * h * w..16 + (i + 1) * h * w].iter().map(|&p| p as f64 / 255.0).collect(),
+            pixels: img[16 + i * size..16 + (i + 1) * size].iter().map(|&p| p as f64 / 255.0).collect(),
         })
         .collect())
 }
@@ -151,5 +167,22 @@ mod tests {
                 .to_string()
                 .contains("truncated")
         );
+    }
+
+    fn idx3(n: u32, h: u32, w: u32, pixels: &[u8]) -> Vec<u8> {
+        [&0x0803u32.to_be_bytes()[..], &n.to_be_bytes(), &h.to_be_bytes(), &w.to_be_bytes(), pixels].concat()
+    }
+
+    #[test]
+    fn idx_reads_and_rejects_bad_sizes_without_panicking() {
+        let lab = [&0x0801u32.to_be_bytes()[..], &2u32.to_be_bytes(), &[3, 7]].concat();
+        let imgs = parse_idx(&idx3(2, 1, 2, &[0, 255, 51, 102]), &lab, "i", "l").unwrap();
+        assert_eq!(imgs[1], Image { label: 7, pixels: vec![0.2, 0.4] });
+        // Sizes whose product overflows, zero-sized images, too few labels: errors.
+        for (n, h, w) in [(u32::MAX, u32::MAX, u32::MAX), (1 << 31, 1 << 31, 4), (2, 0, 5)] {
+            let e = parse_idx(&idx3(n, h, w, &[1, 2, 3]), &lab, "i", "l").unwrap_err();
+            assert!(e.to_string().starts_with("i: "), "{e}");
+        }
+        assert!(parse_idx(&idx3(3, 1, 1, &[1, 2, 3]), &lab, "i", "l").unwrap_err().to_string().starts_with("l: "));
     }
 }
