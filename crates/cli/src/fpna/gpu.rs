@@ -163,15 +163,45 @@ pub fn reduce(a: ReduceArgs) -> Result<()> {
     Ok(())
 }
 
-/// `runs` inferences of every input on the GPU: dense layers as split-K
-/// GEMMs ending in atomicAdd (float32), other layers on the host.
+/// Largest convolution run as a dense matrix on the GPU (`n_out × n_in`).
+const MAX_CONV_DENSE: usize = 1 << 26;
+
+/// The dense `n_out × n_in` matrix (f32) and per-output bias of a convolution.
+fn conv_as_dense(net: &Network, id: usize) -> Option<(Vec<f32>, Vec<f32>)> {
+    let node = net.node(id);
+    let Op::Conv2d(c) = &node.op else { return None };
+    let (si, so) = (net.node(node.inputs[0]).shape, node.shape);
+    let (n_in, n_out) = (si.numel(), so.numel());
+    if n_in.saturating_mul(n_out) > MAX_CONV_DENSE {
+        return None;
+    }
+    let mut w = vec![0.0f32; n_out * n_in];
+    let mut b = vec![0.0f32; n_out];
+    for o in 0..n_out {
+        let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
+        for (k, i) in c.taps(si, co, oy, ox) {
+            w[o * n_in + i] = c.weight[k] as f32;
+        }
+        b[o] = c.bias[co] as f32;
+    }
+    Some((w, b))
+}
+
+/// `runs` inferences of every input on the GPU: dense layers, and
+/// convolutions as dense matrices, as split-K GEMMs ending in atomicAdd
+/// (float32); other layers on the host.
 pub fn cuda_runs(net: &Network, inputs: &[Vec<f32>], runs: usize) -> Result<Vec<Vec<Vec<f32>>>> {
-    if let Some(n) = net.nodes().iter().find(|n| matches!(n.op, Op::Conv2d(_) | Op::AvgPool2d(_))) {
-        bail!(InputError(format!(
-            "fpna variability --backend cuda runs dense layers only; layer '{}' is {}",
-            n.name,
-            n.op.kind()
-        )));
+    let mut convs = std::collections::HashMap::new();
+    for (id, n) in net.nodes().iter().enumerate() {
+        if let Op::Conv2d(_) = n.op {
+            let Some(d) = conv_as_dense(net, id) else {
+                bail!(InputError(format!(
+                    "fpna variability --backend cuda: convolution '{}' is too large to run as a dense matrix",
+                    n.name
+                )));
+            };
+            convs.insert(id, d);
+        }
     }
     let f = Fpna::open().map_err(|e| InputError(format!("fpna needs a CUDA GPU: {e}")))?;
     let batch = inputs.len();
@@ -188,6 +218,12 @@ pub fn cuda_runs(net: &Network, inputs: &[Vec<f32>], runs: usize) -> Result<Vec<
                     let w: Vec<f32> = weight.iter().map(|&v| v as f32).collect();
                     let b: Vec<f32> = bias.iter().map(|&v| v as f32).collect();
                     f.splitk_dense(&w, &b, x, n_in, *out, batch, 16)?
+                }
+                Op::Conv2d(_) => {
+                    let (w, b) = &convs[&id];
+                    let x = &vals[node.inputs[0]];
+                    let n_in = x.len() / batch.max(1);
+                    f.splitk_dense(w, b, x, n_in, b.len(), batch, 256)?
                 }
                 _ => {
                     let sizes: Vec<usize> = node.inputs.iter().map(|&k| net.node(k).shape.numel()).collect();

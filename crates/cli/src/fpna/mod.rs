@@ -66,6 +66,14 @@ pub struct VariabilityArgs {
     /// L∞ radius: outputs at random points of the box are checked too.
     #[arg(long, default_value_t = 0.0)]
     eps: f64,
+    /// Pixel order of CSV images.
+    #[arg(long, value_enum, default_value = "chw")]
+    layout: images::Layout,
+    /// Per-channel normalisation mean, comma separated (as `verify`).
+    #[arg(long, value_delimiter = ',')]
+    mean: Vec<f64>,
+    #[arg(long, value_delimiter = ',')]
+    std: Vec<f64>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[arg(long)]
@@ -138,8 +146,14 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
         (Some(m), Some(i)) => {
             let imported = model::load(m)?;
             let s = imported.network.input_shape();
-            let channels = if s.h > 1 { s.c } else { 1 };
-            (imported, images::load(i, None, channels, images::Layout::Chw)?)
+            let channels = if !a.mean.is_empty() {
+                a.mean.len()
+            } else if s.h > 1 {
+                s.c
+            } else {
+                1
+            };
+            (imported, images::load(i, None, channels, a.layout)?)
         }
         (Some(_), None) => bail!(InputError("--model needs --images".into())),
         (None, Some(_)) => bail!(InputError("--images needs --model".into())),
@@ -156,7 +170,7 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
             bail!(InputError(format!("image {k} has {} values, the model takes {n_in}", img.pixels.len())));
         }
         let px = imported.to_ir_input(&img.pixels);
-        boxes.push(InputBox::linf(&px, a.eps, (0.0, 1.0), &[], &[]).map_err(|e| InputError(e.to_string()))?);
+        boxes.push(InputBox::linf(&px, a.eps, (0.0, 1.0), &a.mean, &a.std).map_err(|e| InputError(e.to_string()))?);
     }
     // Inference at each box's centre (the metrics); with eps > 0 also at a
     // random point of the box per run (checked against the bounds only).
