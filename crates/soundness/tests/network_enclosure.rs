@@ -8,7 +8,11 @@
 //! CUDA when a GPU is present. The lower bounds of random output
 //! half-spaces (the property proof: backsubstitution down to the input)
 //! must hold at the same points. 8 networks per test, or
-//! `PROPTEST_CASES / 250` when that is more.
+//! `PROPTEST_CASES / 250` when that is more. The imported op fixtures
+//! (`onnx-import/tests/fixtures/ops`: index maps, Clip, LeakyRelu, Max/Min,
+//! per-element constants, ConvTranspose, ...) are checked the same way
+//! against their exact values (their float32 behaviour is checked against
+//! onnxruntime in `ops_onnxruntime`).
 
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet};
@@ -68,6 +72,7 @@ fn run<V: Clone>(
     add: &dyn Fn(&V, &V) -> V,
     max: &dyn Fn(&V, &V) -> V,
     avg: &dyn Fn(&[V]) -> V,
+    scale: &dyn Fn(&V, f64, f64) -> V,
 ) -> Vec<Vec<V>> {
     let mut vals: Vec<Vec<V>> = vec![x];
     for id in 1..net.nodes().len() {
@@ -86,6 +91,11 @@ fn run<V: Clone>(
             }
             Op::AvgPool2d(_) => {
                 windows(net, id).iter().map(|w| avg(&w.iter().map(|&i| a[i].clone()).collect::<Vec<_>>())).collect()
+            }
+            // Coefficient intervals hold the exact ones; their midpoints are one choice the bounds must cover.
+            Op::ChannelAffine { mul, add, .. } => {
+                let hw = node.shape.h * node.shape.w;
+                a.iter().enumerate().map(|(i, v)| scale(v, mul[i / hw].midpoint(), add[i / hw].midpoint())).collect()
             }
             op => panic!("test evaluator does not support {}", op.kind()),
         };
@@ -107,6 +117,7 @@ fn exact(net: &Network, x: &[f32]) -> Vec<Vec<Rational>> {
         &|p, q| Rational::from(p + q),
         &|p, q| if p > q { p.clone() } else { q.clone() },
         &|w| w.iter().fold(Rational::new(), |s, v| s + v) / k(w.len()),
+        &|v, m, c| Rational::from(v * r(m)) + r(c),
     )
 }
 
@@ -128,9 +139,16 @@ fn float32(net: &Network, x: &[f32], rng: &mut SplitMix, fma: bool) -> Vec<Vec<f
         }
         s
     };
-    run(net, x.to_vec(), &mut aff, &|v| v.max(0.0), &|p, q| p + q, &|p, q| p.max(*q), &|w| {
-        w.iter().sum::<f32>() / w.len() as f32
-    })
+    run(
+        net,
+        x.to_vec(),
+        &mut aff,
+        &|v| v.max(0.0),
+        &|p, q| p + q,
+        &|p, q| p.max(*q),
+        &|w| w.iter().sum::<f32>() / w.len() as f32,
+        &|v, m, c| v * m as f32 + c as f32,
+    )
 }
 
 /// Half-spaces `c·y ≤ d` over the outputs in two disjuncts, `c` in full
@@ -169,10 +187,31 @@ fn check<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith) {
         let c: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
         let eps = 0.01 + 0.05 * rng.unit();
         let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
+        check_net(be, arith, &net, &input, &format!("net {k}"), seed ^ (k as u64) << 32, &mut rng, true);
+    }
+}
+
+/// One network and box: every node's bounds and the half-space bounds hold
+/// at the exact values of float32 points of the box (corners first), and,
+/// with `floats`, at float32 inference in random orders with and without FMA.
+#[allow(clippy::too_many_arguments)]
+fn check_net<B: Backend<T>, T: Fp>(
+    be: &B,
+    arith: Arith,
+    net: &Network,
+    input: &InputBox,
+    k: &str,
+    prop_seed: u64,
+    rng: &mut SplitMix,
+    floats: bool,
+) {
+    let (net, input) = (net.clone(), input.clone());
+    let n = net.input_shape().numel();
+    {
         let opts = Options { arith, ..Options::default() };
         let bounds = Analyzer::<_, T>::new(&net, be, opts.clone()).unwrap().node_bounds(&input).unwrap();
         // A separate generator keeps the networks and points of each seed.
-        let prop = property(&net, &input, &mut SplitMix(seed ^ (k as u64) << 32));
+        let prop = property(&net, &input, &mut SplitMix(prop_seed));
         let outcome =
             Analyzer::<_, T>::new(&net, be, Options { attack_steps: 0, ..opts }).unwrap().analyze(&prop).unwrap();
         let rows: Vec<&Halfspace> = prop.subproblems[0].unsafe_region.iter().flatten().collect();
@@ -206,8 +245,8 @@ fn check<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith) {
                     );
                 }
             }
-            for fma in [false, true] {
-                let fl = float32(&net, &x, &mut rng, fma);
+            for fma in [false, true].into_iter().filter(|_| floats) {
+                let fl = float32(&net, &x, rng, fma);
                 let y: Vec<Rational> =
                     fl[net.output()].iter().map(|&v| Rational::from_f64(v as f64).unwrap()).collect();
                 assert!(holds(&y), "{arith:?}: net {k}: half-space bound above a float32 value ({fma})");
@@ -255,4 +294,48 @@ fn gpu_analyses_enclose_exact_and_float32_values() {
         check::<_, f32>(&gpu, 19, arith);
         check::<_, f64>(&gpu, 20, arith);
     }
+}
+
+/// The lowerings of imported ops enclose their exact values (σ and Softmax
+/// have no exact rational value and are left to the onnxruntime fixtures).
+#[test]
+fn imported_ops_enclose_exact_values() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../onnx-import/tests/fixtures/ops");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.retain(|p| p.extension().is_some_and(|e| e == "onnx"));
+    files.sort();
+    let mut rng = SplitMix(23);
+    let mut checked = 0;
+    for path in &files {
+        let m = polycert_onnx::load_onnx(path).unwrap();
+        let net = &m.network;
+        if net.softmax_output() || net.nodes().iter().any(|n| matches!(n.op, Op::Sigmoid)) {
+            continue;
+        }
+        // Lowered ops (Clip, Max, …) round nothing in deployment: their float32 behaviour is onnxruntime's.
+        let lowered = net.nodes().iter().any(|n| matches!(n.op, Op::ChannelAffine { float_ops: 0, .. }));
+        let n = net.input_shape().numel();
+        for case in 0..3 {
+            let c: Vec<f64> = (0..n).map(|_| 2.0 * rng.unit() - 1.0).collect();
+            let eps = [1e-6, 0.01, 0.2][case];
+            let input =
+                InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            for arith in [Arith::Point, Arith::Interval] {
+                check_net::<_, f64>(
+                    &CpuBackend::default(),
+                    arith,
+                    net,
+                    &input,
+                    &name,
+                    7 + case as u64,
+                    &mut rng,
+                    !lowered,
+                );
+                check_net::<_, f32>(&CpuBackend::default(), arith, net, &input, &name, 9, &mut rng, !lowered);
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} fixtures checked");
 }
