@@ -133,12 +133,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // A check right after a ReLU step is dominated by the one before it
         // (bounds over ReLU outputs are at least as tight as the relaxation's).
         let mut after_relu = false;
-        // The last step's duration: a step that would end past the deadline
-        // is not started (one step of a large chunk can take a tenth of a
-        // second or more).
+        // A step predicted (1.5× the last one, for a busy machine) to end past
+        // the deadline is not started: one step of a large chunk can take a
+        // tenth of a second or more.
         let mut last_step = std::time::Duration::ZERO;
         loop {
-            Self::check_deadline(deadline.map(|d| d.checked_sub(last_step).unwrap_or(d)))?;
+            Self::check_deadline(deadline.map(|d| d.checked_sub(last_step.mul_f64(1.5)).unwrap_or(d)))?;
             let step_start = Instant::now();
             let top = *pending.keys().next_back().expect("pending is never empty");
             let last = top == 0;

@@ -64,6 +64,7 @@ fn windows(net: &Network, id: usize) -> Vec<Vec<usize>> {
 }
 
 /// Evaluates every node with `affine` for sums and exact-or-float element ops.
+#[allow(clippy::too_many_arguments)]
 fn run<V: Clone>(
     net: &Network,
     x: Vec<V>,
@@ -117,7 +118,7 @@ fn exact(net: &Network, x: &[f32]) -> Vec<Vec<Rational>> {
         &|p, q| Rational::from(p + q),
         &|p, q| if p > q { p.clone() } else { q.clone() },
         &|w| w.iter().fold(Rational::new(), |s, v| s + v) / k(w.len()),
-        &|v, m, c| Rational::from(v * r(m)) + r(c),
+        &|v, m, c| v * r(m) + r(c),
     )
 }
 
