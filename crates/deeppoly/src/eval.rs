@@ -148,14 +148,22 @@ fn pool<F: EvalFloat>(x: &[F], si: Shape, so: Shape, p: &crate::ir::Pool, max: b
 
 /// Output of the network on `x` with every dense and conv sum (products and
 /// the bias) added in a random order drawn from `rng`: one run of inference
-/// whose summation order is not fixed, as on a GPU with atomics. Other
-/// nodes as [`eval_node`].
+/// whose summation order is not fixed, as on a GPU with atomics.
 pub fn eval_shuffled<F: EvalFloat>(net: &Network, x: &[F], rng: &mut crate::testnets::SplitMix) -> Vec<F> {
+    eval_reordered(net, x, &mut |t: &mut [F]| {
+        for k in (1..t.len()).rev() {
+            t.swap(k, rng.below(k + 1));
+        }
+    })
+}
+
+/// Output of the network on `x`, every dense and conv sum's terms (products,
+/// then the bias) put in order by `reorder` and added left to right. Other
+/// nodes as [`eval_node`].
+pub fn eval_reordered<F: EvalFloat>(net: &Network, x: &[F], reorder: &mut dyn FnMut(&mut [F])) -> Vec<F> {
     let mut vals: Vec<Vec<F>> = Vec::with_capacity(net.nodes().len());
     let mut sum = |terms: &mut Vec<F>| {
-        for k in (1..terms.len()).rev() {
-            terms.swap(k, rng.below(k + 1));
-        }
+        reorder(terms);
         terms.iter().fold(F::zero(), |s, &t| s + t)
     };
     for (id, node) in net.nodes().iter().enumerate() {

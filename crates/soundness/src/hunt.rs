@@ -119,47 +119,24 @@ pub fn case(kind: &str, seed: u64) -> (Network, InputBox) {
     (net, InputBox::new(lo, hi).expect("box"))
 }
 
-/// Float32 inference summing every dense sum (products and bias) in `order`.
+/// Float32 inference summing every dense and conv sum (products and bias) in `order`.
 pub fn eval_ordered(net: &Network, x: &[f32], order: Order) -> Vec<f32> {
     let mut rng = SplitMix(match order {
         Order::Random(s) => s,
         _ => 0,
     });
-    let mut vals: Vec<Vec<f32>> = Vec::with_capacity(net.nodes().len());
-    for (id, node) in net.nodes().iter().enumerate() {
-        let v = match &node.op {
-            Op::Input => x.to_vec(),
-            Op::Dense { weight, bias, out } => {
-                let xi = &vals[node.inputs[0]];
-                let n = xi.len();
-                (0..*out)
-                    .map(|i| {
-                        let mut t: Vec<f32> = (0..n).map(|j| weight[i * n + j] as f32 * xi[j]).collect();
-                        t.push(bias[i] as f32);
-                        match order {
-                            Order::Sequential => {}
-                            Order::Reversed => t.reverse(),
-                            Order::Ascending => t.sort_by(|a, b| a.abs().total_cmp(&b.abs())),
-                            Order::Descending => t.sort_by(|a, b| b.abs().total_cmp(&a.abs())),
-                            Order::PositivesFirst => t.sort_by(|a, b| b.total_cmp(a)),
-                            Order::Random(_) => {
-                                for k in (1..t.len()).rev() {
-                                    t.swap(k, rng.below(k + 1));
-                                }
-                            }
-                        }
-                        t.iter().fold(0.0f32, |s, &v| s + v)
-                    })
-                    .collect()
+    polycert_deeppoly::eval::eval_reordered(net, x, &mut |t: &mut [f32]| match order {
+        Order::Sequential => {}
+        Order::Reversed => t.reverse(),
+        Order::Ascending => t.sort_by(|a, b| a.abs().total_cmp(&b.abs())),
+        Order::Descending => t.sort_by(|a, b| b.abs().total_cmp(&a.abs())),
+        Order::PositivesFirst => t.sort_by(|a, b| b.total_cmp(a)),
+        Order::Random(_) => {
+            for k in (1..t.len()).rev() {
+                t.swap(k, rng.below(k + 1));
             }
-            _ => {
-                let ins: Vec<&[f32]> = node.inputs.iter().map(|&k| vals[k].as_slice()).collect();
-                polycert_deeppoly::eval::eval_node(net, id, &ins)
-            }
-        };
-        vals.push(v);
-    }
-    vals.pop().unwrap_or_default()
+        }
+    })
 }
 
 /// How far `y` is inside `[lo, hi]` (negative: outside), relative to the
