@@ -34,6 +34,18 @@ fn read_maybe_gz(path: &Path) -> Result<Vec<u8>> {
     }
 }
 
+/// Channels of a CSV image for a model input of shape `input`: one per
+/// normalisation mean when given, else the input's channels (1 for flat inputs).
+pub fn channels(input: polycert_deeppoly::Shape, mean: &[f64]) -> usize {
+    if !mean.is_empty() {
+        mean.len()
+    } else if input.h > 1 {
+        input.c
+    } else {
+        1
+    }
+}
+
 /// Parses ERAN-style CSV text.
 pub fn parse_csv(text: &str, name: &str, channels: usize, layout: Layout) -> Result<Vec<Image>> {
     let mut out = Vec::new();

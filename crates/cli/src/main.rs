@@ -176,13 +176,7 @@ fn verify(a: VerifyArgs) -> Result<bool> {
     } else {
         let (imgs, src) = match &a.images {
             Some(p) => {
-                let channels = if !a.mean.is_empty() {
-                    a.mean.len()
-                } else if net.input_shape().h > 1 {
-                    net.input_shape().c
-                } else {
-                    1
-                };
+                let channels = images::channels(net.input_shape(), &a.mean);
                 (images::load(p, a.labels.as_deref(), channels, a.layout)?, p.display().to_string())
             }
             None if a.model.is_none() => (model::embedded_images()?, "embedded:digits_test".to_string()),

@@ -132,12 +132,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 b.lo[i] = b.lo[i].max(old.lo[i]);
                 b.hi[i] = b.hi[i].min(old.hi[i]);
             }
-            st.steps[id] = match (&self.net.node(id).op, s) {
-                // Relaxations follow the intersected bounds of their input.
-                (Op::Relu, _) => self.relu_step(&st.bounds[self.net.node(id).inputs[0]])?,
-                (Op::Sigmoid, _) => self.sigmoid_step(&st.bounds[self.net.node(id).inputs[0]])?.1,
-                (_, s) => s,
-            };
+            // ReLU and σ relaxations already follow their input's current
+            // (intersected) bounds: the input was updated before this node.
+            st.steps[id] = s;
             st.bounds[id] = b;
         }
         Ok(())

@@ -35,7 +35,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for &s in slots {
             // After a dropped Softmax, comparisons need a float margin; other
             // half-spaces cannot be proved (an infinite one).
-            let tau = if softmax {
+            let (tau, l, u) = if softmax {
                 let b = &st.bounds[out];
                 let (l, h): (Vec<f64>, Vec<f64>) = (
                     b.lo[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
@@ -45,7 +45,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             } else {
                 (0.0, vec![], vec![])
             };
-            let (tau, l, u) = tau;
             let no_underflow = |h: &crate::property::Halfspace| {
                 crate::softmax::larger(h).is_some_and(|a| crate::softmax::no_underflow(a, &l, &u))
             };

@@ -81,6 +81,16 @@ pub(crate) struct Pending {
     pub zero_bias: bool,
 }
 
+impl Pending {
+    /// The pending layer `y = W·x + b` of `node` over IR node `input`
+    /// (`weight` row-major `[b.len()][in]`), with the ONNX dims of `y`.
+    pub fn value(node: &Node, input: NodeId, weight: Vec<f64>, bias: Vec<f64>, dims: Vec<usize>) -> Value {
+        let zero_bias = bias.iter().all(|&v| v == 0.0);
+        let out = bias.len();
+        Value::Pending(Box::new(Pending { name: node.name.clone(), input, weight, bias, out, dims, zero_bias }))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) enum Value {
     Const(Tensor),

@@ -145,14 +145,7 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
         (None, None) => (model::embedded()?, model::embedded_images()?),
         (Some(m), Some(i)) => {
             let imported = model::load(m)?;
-            let s = imported.network.input_shape();
-            let channels = if !a.mean.is_empty() {
-                a.mean.len()
-            } else if s.h > 1 {
-                s.c
-            } else {
-                1
-            };
+            let channels = images::channels(imported.network.input_shape(), &a.mean);
             (imported, images::load(i, None, channels, a.layout)?)
         }
         (Some(_), None) => bail!(InputError("--model needs --images".into())),

@@ -96,14 +96,5 @@ pub(super) fn conv_transpose(imp: &mut Importer, node: &Node) -> OpResult<Value>
         }
         Some(_) => return unsupported("the bias must be a constant"),
     };
-    let zero_bias = bias.iter().all(|&v| v == 0.0);
-    Ok(Value::Pending(Box::new(Pending {
-        name: node.name.clone(),
-        input: x.id,
-        weight,
-        bias,
-        out: n_out,
-        dims: vec![1, m, ho, wo],
-        zero_bias,
-    })))
+    Ok(Pending::value(node, x.id, weight, bias, vec![1, m, ho, wo]))
 }

@@ -80,8 +80,8 @@ pub(super) fn gemm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let mut weight = if tb { bt.data } else { transposed(&bt, k, n) };
     scale_exact(&mut weight, alpha, "B")?;
     let weight = absorb(imp, &x, weight, n);
-    let (bias, zero_bias) = match node.input(2) {
-        None => (vec![0.0; n], true),
+    let bias = match node.input(2) {
+        None => vec![0.0; n],
         Some(c) => {
             if !imp.is_const(c) {
                 return unsupported("input C must be a constant");
@@ -89,20 +89,10 @@ pub(super) fn gemm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
             let ct = imp.weight(c)?;
             let mut bias = ct.broadcast_to(&[1, n]).map_err(|e| format!("C: {e}"))?;
             scale_exact(&mut bias, beta, "C")?;
-            let zero = bias.iter().all(|&v| v == 0.0);
-            (bias, zero)
+            bias
         }
     };
-    let dims = vec![1, n];
-    Ok(Value::Pending(Box::new(Pending {
-        name: node.name.clone(),
-        input: x.id,
-        weight,
-        bias,
-        out: n,
-        dims,
-        zero_bias,
-    })))
+    Ok(Pending::value(node, x.id, weight, bias, vec![1, n]))
 }
 
 /// `Y = A·B` with A the network value (a single row, leading dims 1) and B a
@@ -139,15 +129,7 @@ pub(super) fn matmul(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         dims = [vec![1; bt.dims.len() - dims.len()], dims].concat();
     }
     let weight = absorb(imp, &x, transposed(&bt, k, n), n);
-    Ok(Value::Pending(Box::new(Pending {
-        name: node.name.clone(),
-        input: x.id,
-        weight,
-        bias: vec![0.0; n],
-        out: n,
-        dims,
-        zero_bias: true,
-    })))
+    Ok(Pending::value(node, x.id, weight, vec![0.0; n], dims))
 }
 
 /// `Y = W·x` with W a constant `[N, K]` matrix and x the network value, a
@@ -172,15 +154,7 @@ fn matmul_left(imp: &mut Importer, node: &Node, a: &str, b: &str) -> OpResult<Va
         return Err(format!("empty weight matrix {:?}", wt.dims).into());
     }
     let weight = absorb(imp, &x, wt.data, n);
-    Ok(Value::Pending(Box::new(Pending {
-        name: node.name.clone(),
-        input: x.id,
-        weight,
-        bias: vec![0.0; n],
-        out: n,
-        dims,
-        zero_bias: true,
-    })))
+    Ok(Pending::value(node, x.id, weight, vec![0.0; n], dims))
 }
 
 /// Strides `(y, x)` and pads `(top, left, bottom, right)`.

@@ -99,7 +99,7 @@ pub(super) fn reshape(imp: &mut Importer, node: &Node) -> OpResult<Value> {
 
 pub(super) fn transpose(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let xn = node.required(0)?;
-    let x = if imp.is_const(xn) { In::C(imp.constant(xn)?) } else { In::D(imp.dynamic_reordered(xn)?) };
+    let x = get(imp, xn)?;
     let rank = x.dims().len();
     let perm: Vec<usize> = match node.ints("perm")? {
         Some(p) => p.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?,
