@@ -298,10 +298,6 @@ impl CudaBackend {
         unsafe { self.dev.stream.alloc::<T>(n.max(1)) }.map_err(|e| driver_err("allocation", e))
     }
 
-    fn check(&self, what: &str) -> BResult<()> {
-        self.trace.time(trace::SYNC, || self.dev.stream.synchronize().map_err(|e| driver_err(what, e)))
-    }
-
     /// Per-row lower bound of `Σ a_j·[xlo, xhi]` (also the constant terms).
     fn row_lower<T: GpuScalar>(
         &self,
@@ -702,7 +698,9 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let _span = self.trace.span("forward_dense");
         let n_out = bias.len;
         check_batch("forward_dense", x, n_in, batch)?;
-        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(batch * n_out)).collect::<BResult<_>>()?;
+        // The kernel writes all four outputs of every (slot, neuron); errors
+        // surface at the next transfer (no sync here: `|W|·r` stays on the device).
+        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc_written::<T>(batch * n_out)).collect::<BResult<_>>()?;
         let gamma = model.gamma(n_in + 1);
         let eta = fp::mul_up((n_in + 2) as f64, model.min_subnormal);
         let (ni, no) = (n_in as i32, n_out as i32);
@@ -722,7 +720,6 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         if n_out > 0 && batch > 0 {
             unsafe { b.launch(batched(grid_for(32 * n_out), batch)) }.map_err(|e| driver_err("forward_dense", e))?;
         }
-        self.check("forward_dense")?;
         let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n_out });
         let mut next = || it.next().expect("four outputs");
         Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
@@ -747,7 +744,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let max_terms = input.c * kh * kw + 2;
         let gammas: Vec<f64> = (0..=max_terms).map(|k| model.gamma(k)).collect();
         let gam = self.htod(&gammas)?;
-        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc::<T>(batch * n)).collect::<BResult<_>>()?;
+        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc_written::<T>(batch * n)).collect::<BResult<_>>()?;
         let (gi, kc) = (kgeom(input, (input.h, input.w)), kconv(conv));
         let (co, hoi, woi, eta) = (conv.c_out as i32, ho as i32, wo as i32, model.min_subnormal);
         let f = self.dev.func("forward_conv", T::SUFFIX);
@@ -758,7 +755,6 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         if n > 0 && batch > 0 {
             unsafe { b.launch(batched(grid_for(n), batch)) }.map_err(|e| driver_err("forward_conv", e))?;
         }
-        self.check("forward_conv")?;
         let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n });
         let mut next = || it.next().expect("four outputs");
         Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })

@@ -9,13 +9,12 @@ use std::time::Instant;
 pub const ALLOC: usize = 0;
 pub const UPLOAD: usize = 1;
 pub const DOWNLOAD: usize = 2;
-pub const SYNC: usize = 3;
-const NAMES: [&str; 4] = ["alloc", "upload", "download (incl. wait)", "sync"];
+const NAMES: [&str; 3] = ["alloc", "upload", "download (incl. wait)"];
 
 pub struct Trace {
     on: bool,
     start: Instant,
-    acc: Mutex<[(u64, f64); 4]>,
+    acc: Mutex<[(u64, f64); 3]>,
     spans: Mutex<BTreeMap<&'static str, (u64, f64, f64)>>,
 }
 
@@ -43,7 +42,7 @@ impl Drop for Span<'_> {
 impl Trace {
     pub fn from_env() -> Self {
         let on = std::env::var_os("POLYCERT_CUDA_TRACE").is_some_and(|v| v != "0");
-        Self { on, start: Instant::now(), acc: Mutex::new([(0, 0.0); 4]), spans: Mutex::default() }
+        Self { on, start: Instant::now(), acc: Mutex::new([(0, 0.0); 3]), spans: Mutex::default() }
     }
 
     pub fn span(&self, name: &'static str) -> Span<'_> {

@@ -279,6 +279,10 @@ fn main() -> ExitCode {
         Cmd::Vnncomp(a) => vnncomp::run(a).map(|ok| if ok { 0 } else { 1 }),
         Cmd::Fpna(c) => fpna::run(c),
     };
+    let phases = polycert_deeppoly::profile::report();
+    if !phases.is_empty() {
+        eprintln!("polycert phases:\n{phases}");
+    }
     match res {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

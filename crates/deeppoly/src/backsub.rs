@@ -145,6 +145,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if last || (self.opts.early_termination && !after_relu) {
                 // Concretize every pending part over its node's bounds (one
                 // transfer: the sum comes back to decide).
+                let _p = crate::profile::span("backsub.check");
                 let mut sum = A::c_dup(be, &cst)?;
                 for (&node, (g, mat)) in &pending {
                     let part = A::concretize(self, st, node, mat, g)?;
@@ -178,6 +179,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     orig = keep.iter().map(|&r| orig[r as usize]).collect();
                 }
             }
+            let _p = crate::profile::span("backsub.step");
             let (g, mat) = pending.remove(&top).expect("top exists");
             after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid);
             let (parts, delta) = self.step::<A>(st, top, &g, mat)?;

@@ -10,6 +10,7 @@ use crate::pgd::Target;
 use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
 use rayon::prelude::*;
+use std::ops::Range;
 use std::time::Instant;
 
 /// The most properties analysed together.
@@ -70,67 +71,103 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let start = Instant::now();
         let deadline = self.opts.timeout.map(|t| start + t);
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
-        let checked: Vec<Result<(), AnalysisError>> =
-            props.iter().map(|p| p.check_dims(n_in, n_out).map_err(AnalysisError::from)).collect();
-        let mut early = self.attack_before(props, &checked, deadline).into_iter();
-        let mut work: Vec<&SubProblem> = Vec::new();
-        let mut plans: Vec<Result<Plan, AnalysisError>> = Vec::with_capacity(props.len());
-        for (p, ok) in props.iter().zip(checked) {
-            if let Err(e) = ok {
-                plans.push(Err(e));
-                continue;
-            }
-            let (mut slots, mut stop) = (Vec::new(), None);
-            for sp in &p.subproblems {
-                stop = early.next().flatten();
-                if stop.is_some() {
-                    break;
-                }
-                slots.push(work.len());
-                work.push(sp);
-            }
-            plans.push(Ok((slots, stop)));
-        }
-        let results = match self.analyze_subproblems(&work, deadline) {
+        // Per property, its sub-problems' range in `sps` (or its error).
+        let mut sps: Vec<&SubProblem> = Vec::new();
+        let ranges: Vec<Result<Range<usize>, AnalysisError>> = props
+            .iter()
+            .map(|p| {
+                p.check_dims(n_in, n_out).map_err(AnalysisError::from)?;
+                let first = sps.len();
+                sps.extend(p.subproblems.iter());
+                Ok(first..sps.len())
+            })
+            .collect();
+        let (hits, work, results) = if self.opts.attack_first && self.opts.attack_steps > 0 {
+            let hits = {
+                let _p = crate::profile::span("attack_before");
+                self.attack_before(&sps, deadline)
+            };
+            // A property's sub-problems after its first hit are not analysed.
+            let work: Vec<usize> =
+                ranges.iter().flatten().flat_map(|r| r.clone().take_while(|&k| hits[k].is_none())).collect();
+            let todo: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
+            (hits, work, self.analyze_subproblems(&todo, deadline))
+        } else {
+            // The box centres are checked on the host while the backend analyses.
+            let net = self.net;
+            let (centres, results) = std::thread::scope(|s| {
+                let centres = s.spawn(|| {
+                    let _p = crate::profile::span("centres");
+                    sps.par_iter().map(|sp| falsify_centre(net, sp)).collect::<Vec<_>>()
+                });
+                let results = self.analyze_subproblems(&sps, deadline);
+                (centres.join(), results)
+            });
+            let hits = self.confirmed(&sps, centres.unwrap_or_else(|_| vec![None; sps.len()]));
+            (hits, (0..sps.len()).collect(), results)
+        };
+        let results = match results {
             Err(AnalysisError::Timeout) if props.len() == 1 => {
+                let first = ranges[0].as_ref().ok().and_then(|r| hits.get(r.start).cloned().flatten());
+                let verdict = first.map_or(Verdict::Timeout, Verdict::Falsified);
                 let seconds = start.elapsed().as_secs_f64();
-                return Ok(vec![Ok(Outcome { verdict: Verdict::Timeout, lower_bounds: Vec::new(), seconds })]);
+                return Ok(vec![Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds })]);
             }
             r => r?,
         };
-        let late = self.attack_after(&plans, &work, &results, deadline);
+        let mut slot_of = vec![usize::MAX; sps.len()];
+        for (slot, &k) in work.iter().enumerate() {
+            slot_of[k] = slot;
+        }
+        let plans: Vec<Result<Plan, AnalysisError>> = ranges
+            .into_iter()
+            .map(|r| {
+                r.map(|r| {
+                    let (mut slots, mut stop) = (Vec::new(), None);
+                    for k in r {
+                        if let Some(c) = &hits[k] {
+                            stop = Some(c.clone());
+                            break;
+                        }
+                        slots.push(slot_of[k]);
+                    }
+                    (slots, stop)
+                })
+            })
+            .collect();
+        let analysed: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
+        let late = {
+            let _p = crate::profile::span("attack_after");
+            self.attack_after(&plans, &analysed, &results, deadline)
+        };
         let shared = start.elapsed().as_secs_f64() / props.len().max(1) as f64;
         Ok(plans.into_iter().zip(late).map(|(plan, hit)| plan.map(|p| conclude(p, &results, hit, shared))).collect())
     }
 
-    /// Counterexamples found before the analysis, one entry per sub-problem
-    /// of every property with the right dimensions, in order: the box
-    /// centre in float32, then (with `attack_first`) PGD on every disjunct.
-    fn attack_before(
-        &self,
-        props: &[&Property],
-        checked: &[Result<(), AnalysisError>],
-        deadline: Option<Instant>,
-    ) -> Vec<Option<Counterexample>> {
-        let sps: Vec<&SubProblem> =
-            props.iter().zip(checked).filter(|(_, ok)| ok.is_ok()).flat_map(|(p, _)| &p.subproblems).collect();
-        let mut hits: Vec<Option<Counterexample>> = sps.par_iter().map(|sp| falsify_centre(self.net, sp)).collect();
-        for (h, sp) in hits.iter_mut().zip(&sps) {
+    /// The hits that [`Analyzer::confirm`] confirms (every summation order).
+    fn confirmed(&self, sps: &[&SubProblem], mut hits: Vec<Option<Counterexample>>) -> Vec<Option<Counterexample>> {
+        for (h, sp) in hits.iter_mut().zip(sps) {
             if h.as_ref().is_some_and(|c| !self.confirm(sp, &c.input)) {
                 *h = None;
             }
         }
-        if self.opts.attack_first && self.opts.attack_steps > 0 {
-            let targets: Vec<Target<'_>> = (0..sps.len())
-                .filter(|&g| hits[g].is_none())
-                .flat_map(|g| (0..sps[g].unsafe_region.len()).map(move |d| (g, d)))
-                .map(|(group, disjunct)| Target { sp: sps[group], disjunct, group })
-                .collect();
-            let found = self.attack_or_nothing(&targets, sps.len(), deadline);
-            for (h, f) in hits.iter_mut().zip(found) {
-                if h.is_none() {
-                    *h = f;
-                }
+        hits
+    }
+
+    /// Counterexamples found before the analysis (`attack_first`), one entry
+    /// per sub-problem: the box centre in float32, then PGD on every disjunct.
+    fn attack_before(&self, sps: &[&SubProblem], deadline: Option<Instant>) -> Vec<Option<Counterexample>> {
+        let centres = sps.par_iter().map(|sp| falsify_centre(self.net, sp)).collect();
+        let mut hits = self.confirmed(sps, centres);
+        let targets: Vec<Target<'_>> = (0..sps.len())
+            .filter(|&g| hits[g].is_none())
+            .flat_map(|g| (0..sps[g].unsafe_region.len()).map(move |d| (g, d)))
+            .map(|(group, disjunct)| Target { sp: sps[group], disjunct, group })
+            .collect();
+        let found = self.attack_or_nothing(&targets, sps.len(), deadline);
+        for (h, f) in hits.iter_mut().zip(found) {
+            if h.is_none() {
+                *h = f;
             }
         }
         hits
@@ -184,12 +221,22 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok(Vec::new());
         }
         let inputs: Vec<&InputBox> = sps.iter().map(|s| &s.input).collect();
-        let mut st = self.forward_pass(&inputs)?;
+        let mut st = {
+            let _p = crate::profile::span("forward_pass");
+            self.forward_pass(&inputs)?
+        };
         let all: Vec<usize> = (0..sps.len()).collect();
-        let mut res = self.prove_output(&mut st, sps, &all, deadline)?;
+        let mut res = {
+            let _p = crate::profile::span("prove_output");
+            self.prove_output(&mut st, sps, &all, deadline)?
+        };
         let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].1).collect();
         if !open.is_empty() && self.opts.refine {
-            self.refine_all(&mut st, &open, deadline)?;
+            {
+                let _p = crate::profile::span("refine_all");
+                self.refine_all(&mut st, &open, deadline)?;
+            }
+            let _p = crate::profile::span("prove_output");
             let again = self.prove_output(&mut st, sps, &open, deadline)?;
             for (&s, (l2, p2)) in open.iter().zip(again) {
                 let lbs = res[s].0.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();

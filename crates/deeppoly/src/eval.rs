@@ -19,6 +19,53 @@ impl EvalFloat for f64 {
     }
 }
 
+/// Neurons whose left-to-right sums run side by side.
+const LANES: usize = 8;
+
+/// A conv with each output's sum over its in-range taps in `Conv2d::taps`
+/// order (input channel, then kernel row, then column), then the bias. The
+/// taps are walked outermost, so each step adds one weight times a run of
+/// inputs to a run of outputs: the same sums, side by side.
+fn conv_in_order<F: EvalFloat>(c: &Conv2d, si: Shape, so: Shape, x: &[F]) -> Vec<F> {
+    let (kh, kw) = c.kernel;
+    let (sh, sw) = c.stride;
+    let (pt, pl) = (c.pad.0 as isize, c.pad.1 as isize);
+    let hw = so.h * so.w;
+    let mut y = vec![F::zero(); so.numel()];
+    for co in 0..c.c_out {
+        let acc = &mut y[co * hw..(co + 1) * hw];
+        for ci in 0..si.c {
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let w = F::of(c.weight[((co * si.c + ci) * kh + ky) * kw + kx]);
+                    // Outputs ox with 0 <= ox·sw + kx − pl < si.w.
+                    let off = kx as isize - pl;
+                    let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(sw) };
+                    let last = si.w as isize - 1 - off;
+                    if last < 0 {
+                        continue;
+                    }
+                    let hi = ((last as usize) / sw + 1).min(so.w);
+                    for oy in 0..so.h {
+                        let iy = (oy * sh + ky) as isize - pt;
+                        if iy < 0 || iy as usize >= si.h {
+                            continue;
+                        }
+                        let row = &x[(ci * si.h + iy as usize) * si.w..][..si.w];
+                        let out = &mut acc[oy * so.w..(oy + 1) * so.w];
+                        for ox in lo..hi {
+                            out[ox] = out[ox] + w * row[((ox * sw) as isize + off) as usize];
+                        }
+                    }
+                }
+            }
+        }
+        let b = F::of(c.bias[co]);
+        acc.iter_mut().for_each(|v| *v = *v + b);
+    }
+    y
+}
+
 /// Runs the network on `x` in precision `F`, returning every node's values.
 pub fn eval_all<F: EvalFloat>(net: &Network, x: &[F]) -> Vec<Vec<F>> {
     let mut vals: Vec<Vec<F>> = Vec::with_capacity(net.nodes().len());
@@ -86,27 +133,29 @@ pub fn eval_node<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]]) -> Vec<F>
         Op::Dense { weight, bias, out } => {
             let xi = inp(0);
             let n = xi.len();
-            (0..*out)
-                .map(|i| {
-                    let mut s = F::zero();
-                    for j in 0..n {
-                        s = s + F::of(weight[i * n + j]) * xi[j];
+            let mut y = vec![F::zero(); *out];
+            // LANES neurons at once, each summed left to right on its own:
+            // the same value as one at a time, without one long dependency chain.
+            for i0 in (0..*out).step_by(LANES) {
+                let m = LANES.min(out - i0);
+                // A short last block repeats its last row and drops the copies.
+                let rows: [&[f64]; LANES] = std::array::from_fn(|k| {
+                    let i = i0 + k.min(m - 1);
+                    &weight[i * n..(i + 1) * n]
+                });
+                let mut s = [F::zero(); LANES];
+                for (j, &xj) in xi.iter().enumerate() {
+                    for k in 0..LANES {
+                        s[k] = s[k] + F::of(rows[k][j]) * xj;
                     }
-                    s + F::of(bias[i])
-                })
-                .collect()
+                }
+                for k in 0..m {
+                    y[i0 + k] = s[k] + F::of(bias[i0 + k]);
+                }
+            }
+            y
         }
-        Op::Conv2d(c) => {
-            let (si, so) = (net.node(node.inputs[0]).shape, node.shape);
-            let x = inp(0);
-            (0..so.numel())
-                .map(|o| {
-                    let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
-                    let s = c.taps(si, co, oy, ox).fold(F::zero(), |s, (w, i)| s + F::of(c.weight[w]) * x[i]);
-                    s + F::of(c.bias[co])
-                })
-                .collect()
-        }
+        Op::Conv2d(c) => conv_in_order(c, net.node(node.inputs[0]).shape, node.shape, inp(0)),
         Op::Relu => inp(0).iter().map(|&v| v.max(F::zero())).collect(),
         Op::Sigmoid => inp(0).iter().map(|&v| F::one() / (F::one() + (-v).exp())).collect(),
         Op::Add => inp(0).iter().zip(inp(1)).map(|(&a, &b)| a + b).collect(),
@@ -234,6 +283,48 @@ mod tests {
                 }
             });
             assert_eq!(runs, reference, "{k:?} {s:?} {p:?}");
+        }
+    }
+
+    /// Summing several neurons side by side gives, bit for bit, the
+    /// one-at-a-time left-to-right sums (the float32 reference's order).
+    #[test]
+    fn lanes_equal_sequential_sums() {
+        let mut rng = crate::testnets::SplitMix(7);
+        let nets = [
+            crate::testnets::random_mlp(&mut rng, &[13, 21, 9, 3]),
+            crate::testnets::random_resnet(&mut rng, Shape::new(3, 7, 6), 11, 4),
+        ];
+        for net in &nets {
+            let x: Vec<f32> = (0..net.input_shape().numel()).map(|_| rng.weight(1.0) as f32).collect();
+            let vals = eval_all::<f32>(net, &x);
+            for (id, node) in net.nodes().iter().enumerate() {
+                let xi = &vals[node.inputs.first().copied().unwrap_or(0)];
+                let want: Vec<f32> = match &node.op {
+                    Op::Dense { weight, bias, out } => (0..*out)
+                        .map(|i| {
+                            let mut s = 0f32;
+                            for (j, &v) in xi.iter().enumerate() {
+                                s += weight[i * xi.len() + j] as f32 * v;
+                            }
+                            s + bias[i] as f32
+                        })
+                        .collect(),
+                    Op::Conv2d(c) => {
+                        let (si, so) = (net.node(node.inputs[0]).shape, node.shape);
+                        (0..so.numel())
+                            .map(|o| {
+                                let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
+                                let s = c.taps(si, co, oy, ox).fold(0f32, |s, (w, i)| s + c.weight[w] as f32 * xi[i]);
+                                s + c.bias[co] as f32
+                            })
+                            .collect()
+                    }
+                    _ => continue,
+                };
+                let got: Vec<u32> = vals[id].iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "node {id}");
+            }
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod infer;
 pub mod ir;
 mod passes;
 pub mod pgd;
+pub mod profile;
 pub mod property;
 pub mod relax;
 mod rows;

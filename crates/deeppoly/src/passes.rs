@@ -104,6 +104,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             let p = self.net.node(r).inputs[0];
             if p > fresh {
+                let _p = crate::profile::span("refine.forward_range");
                 self.forward_range(st, fresh, p)?;
                 fresh = p;
             }
@@ -134,7 +135,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let coef = Coef::Unit { col, val };
             let rows = Rows { start: p, geom, coef, cst: vec![0.0; neurons.len()], group };
             let goal = if sigmoid { Goal::Tightest } else { Goal::NonNegative };
-            let lbs = self.backsubstitute(st, &rows, goal, deadline)?;
+            let lbs = {
+                let _p = crate::profile::span("refine.backsub");
+                self.backsubstitute(st, &rows, goal, deadline)?
+            };
             let b = &mut st.bounds[p];
             for (t, &(s, i)) in unstable.iter().enumerate() {
                 let i = s * n + i;
@@ -150,6 +154,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             fresh = p;
         }
         if fresh < last {
+            let _p = crate::profile::span("refine.forward_range");
             self.forward_range(st, fresh, last)?;
         }
         Ok(())

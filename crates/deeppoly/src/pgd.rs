@@ -87,6 +87,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         hits: &mut [Option<Counterexample>],
     ) -> BResult<()> {
         let be = self.backend;
+        let setup = crate::profile::span("pgd.setup");
         let (n_in, n_out, p) = (self.net.input_shape().numel(), self.net.output_shape().numel(), pts.len());
         let (mut lo, mut hi, mut x0) = (Vec::with_capacity(p * n_in), Vec::with_capacity(p * n_in), Vec::new());
         for t in pts {
@@ -111,17 +112,25 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // After the first step, a backend that records graphs replays the
         // whole step (inference, gradient, sign step) as one launch.
         let mut graph: Option<StepGraph<B::Graph, B::Buf>> = None;
+        drop(setup);
         for s in 0..=steps {
             // y at x_s, and (replayed) x already moved to x_{s+1}.
             let mut replayed = false;
             if let Some(gr) = graph.as_ref().filter(|_| s < steps) {
+                let _p = crate::profile::span("pgd.replay");
                 be.copy_range(&mut alpha_d, 0, &alphas_d, s, 1)?;
                 replayed = be.replay(&gr.graph).is_ok();
                 if !replayed {
                     graph = None;
                 }
             }
-            let v = if replayed { None } else { Some(self.infer_all(&x, p, &tables)?) };
+            let v = if replayed {
+                None
+            } else {
+                let _p = crate::profile::span("pgd.infer");
+                Some(self.infer_all(&x, p, &tables)?)
+            };
+            let _p = crate::profile::span("pgd.outputs");
             let y = match (&v, &graph) {
                 (Some(v), _) => be.download(self.value(v, &x, self.net.output()))?,
                 (None, Some(gr)) => be.download(&gr.y)?,
@@ -149,7 +158,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     seeds[i * n_out + o] = T::from_f64_nearest(c);
                 }
             }
+            drop(_p);
             if !candidates.is_empty() {
+                let _p = crate::profile::span("pgd.check");
                 let at_s = match (&graph, replayed) {
                     (Some(gr), true) => &gr.x_prev,
                     _ => &x,
@@ -181,6 +192,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 break;
             }
             let Some(v) = v else { continue };
+            let _p = crate::profile::span("pgd.gradient");
             let Some(g) = self.gradient(&v, &x, p, &tables, be.upload(&seeds)?)? else {
                 break;
             };
@@ -188,6 +200,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             x = be.pointwise(Pointwise::SignStep { x: &x, g: &g, lo: &lo_d, hi: &hi_d, alpha: &alpha_d })?;
             drop((v, g));
             if s == 0 && steps > 2 && self.recordable(pts) {
+                let _p = crate::profile::span("pgd.capture");
                 let bufs = Bufs { lo: &lo_d, hi: &hi_d, alpha: &alpha_d };
                 graph = self.record_step(&mut x, p, &tables, &seeds, bufs)?;
             }
