@@ -288,7 +288,12 @@ pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
             _ => random_sigmoid_mlp(&mut rng, &[6, 16, 16, 4]),
         };
         let (n_in, n_out) = (net.input_shape().numel(), net.output_shape().numel());
-        let mut props = Vec::new();
+        // First, a property falsified at both sub-problems' box centres (its
+        // unsafe region is every output): its hits must not reach the others.
+        let mut all = Property::robustness("all", random_box(&mut rng, n_in, 0.002), 0, n_out).expect("prop");
+        all.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![0.0; n_out], d: 1.0 }]];
+        all.subproblems.push(all.subproblems[0].clone());
+        let mut props = vec![all];
         for p in 0..6 {
             let input = random_box(&mut rng, n_in, 0.003 * (1 + p % 3) as f64);
             let label = robust_label(&net, &input);
