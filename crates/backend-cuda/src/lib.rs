@@ -138,6 +138,8 @@ pub struct CudaBackend {
     blas: OnceLock<CudaBlas>,
     offsets_cache: Mutex<HashMap<u64, OffsetEntry>>,
     props_cache: Mutex<HashMap<u64, PropsEntry>>,
+    /// The forward conv's `γ_k` tables (as bits), by content.
+    gamma_cache: RowCache<u64, CudaSlice<f64>>,
     /// Host time in transfers and syncs (`POLYCERT_CUDA_TRACE=1`).
     trace: trace::Trace,
 }
@@ -217,6 +219,7 @@ impl CudaBackend {
             blas: OnceLock::new(),
             offsets_cache: Mutex::default(),
             props_cache: Mutex::default(),
+            gamma_cache: Mutex::default(),
             trace: trace::Trace::from_env(),
         })
     }
@@ -231,6 +234,7 @@ impl CudaBackend {
             blas: OnceLock::new(),
             offsets_cache: Mutex::default(),
             props_cache: Mutex::default(),
+            gamma_cache: Mutex::default(),
             trace: trace::Trace::from_env(),
         })
     }
@@ -742,8 +746,12 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let wo = (input.w + conv.pad.1 + conv.pad.3 - kw) / conv.stride.1 + 1;
         let n = conv.c_out * ho * wo;
         let max_terms = input.c * kh * kw + 2;
-        let gammas: Vec<f64> = (0..=max_terms).map(|k| model.gamma(k)).collect();
-        let gam = self.htod(&gammas)?;
+        // Cached by content: a recorded attack step may run this, and a
+        // recording cannot upload.
+        let gammas: Vec<u64> = (0..=max_terms).map(|k| model.gamma(k).to_bits()).collect();
+        let gam = cached(&self.gamma_cache, &gammas, |v| {
+            self.htod(&v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>())
+        })?;
         let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc_written::<T>(batch * n)).collect::<BResult<_>>()?;
         let (gi, kc) = (kgeom(input, (input.h, input.w)), kconv(conv));
         let (co, hoi, woi, eta) = (conv.c_out as i32, ho as i32, wo as i32, model.min_subnormal);
@@ -751,7 +759,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let mut b = self.dev.stream.launch_builder(f);
         b.arg(&w.data).arg(&bias.data).arg(&gi).arg(&kc).arg(&co).arg(&hoi).arg(&woi).arg(&x.0.data).arg(&x.1.data);
         let thresh = model.overflow_threshold();
-        b.arg(&gam).arg(&eta).arg(&thresh).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
+        b.arg(&*gam).arg(&eta).arg(&thresh).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
         if n > 0 && batch > 0 {
             unsafe { b.launch(batched(grid_for(n), batch)) }.map_err(|e| driver_err("forward_conv", e))?;
         }

@@ -106,6 +106,8 @@ pub struct Analyzer<'a, B: Backend<T>, T: Fp> {
     pub(crate) backend: &'a B,
     pub(crate) params: Vec<Params<B::Buf>>,
     pub(crate) opts: Options,
+    /// The attack's recorded step, kept across attacks (see `pgd.rs`).
+    pub(crate) step_graph: std::cell::RefCell<crate::pgd::Recorded<B::Graph, B::Buf>>,
 }
 
 pub(crate) fn to_t<T: Fp>(layer: &str, v: &[f64]) -> Result<Vec<T>, AnalysisError> {
@@ -164,7 +166,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             params.push(p);
         }
-        Ok(Self { net, backend, params, opts })
+        Ok(Self { net, backend, params, opts, step_graph: Default::default() })
     }
 
     pub fn options(&self) -> &Options {

@@ -23,22 +23,41 @@ pub struct Target<'p> {
     pub group: usize,
 }
 
-/// A recorded attack step and the buffers it writes (`y` at the step's
-/// start point, which it copies to `x_prev`) or reads.
-struct StepGraph<G, Buf> {
+/// The attack's step recorded once per analyzer and point count
+/// (inference, gradient of fixed seeds, sign step), with every buffer it
+/// reads or writes, in place: an attack loads its points and replays it.
+pub(crate) struct StepGraph<G, Buf> {
+    points: usize,
     graph: G,
+    x: Buf,
+    lo: Buf,
+    hi: Buf,
+    alpha: Buf,
+    seeds: Buf,
+    /// The outputs at the step's start point, which `x_prev` holds.
     y: Buf,
     x_prev: Buf,
-    _seeds: Buf,
+    _tables: Vec<Option<[Buf; 3]>>,
 }
 
-/// Buffers a recorded step reads.
-#[derive(Clone, Copy)]
-struct Bufs<'b, Buf> {
-    lo: &'b Buf,
-    hi: &'b Buf,
-    alpha: &'b Buf,
+/// The recorded steps of an analyzer (a few point counts).
+pub(crate) struct Recorded<G, Buf> {
+    graphs: Vec<StepGraph<G, Buf>>,
+    /// The backend records no graphs, or not this network's step.
+    unavailable: bool,
 }
+
+impl<G, Buf> Default for Recorded<G, Buf> {
+    fn default() -> Self {
+        Self { graphs: Vec::new(), unavailable: false }
+    }
+}
+
+/// Point counts whose recorded steps are kept, and the most points a kept
+/// one has (a larger one, from a batch of many properties, is dropped after
+/// its attack: its buffers are large and the next batch's count differs).
+const KEPT_GRAPHS: usize = 2;
+const KEPT_POINTS: usize = 64;
 
 /// Most points per chunk of the attack.
 const MAX_POINTS: usize = 4096;
@@ -88,7 +107,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> BResult<()> {
         let be = self.backend;
         let setup = crate::profile::span("pgd.setup");
-        let (n_in, n_out, p) = (self.net.input_shape().numel(), self.net.output_shape().numel(), pts.len());
+        let (n_in, p) = (self.net.input_shape().numel(), pts.len());
         let (mut lo, mut hi, mut x0) = (Vec::with_capacity(p * n_in), Vec::with_capacity(p * n_in), Vec::new());
         for t in pts {
             let b = &t.sp.input;
@@ -101,111 +120,176 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 x0.push(T::from_f64_nearest(c).max(lt).min(ht));
             }
         }
-        let (lo_d, hi_d) = (be.upload(&lo)?, be.upload(&hi)?);
-        let mut x = be.upload(&x0)?;
-        let tables = self.scale_tables()?;
         let alphas: Vec<T> = (0..steps)
             .map(|s| T::from_f64_nearest(2.5 / steps as f64 * (1.0 - s as f64 / steps as f64 * 0.5)))
             .collect();
-        let (alphas_d, mut alpha_d) = (be.upload(&alphas)?, be.upload(&alphas[..1])?);
         let mut active: Vec<bool> = pts.iter().map(|t| hits[t.group].is_none()).collect();
-        // After the first step, a backend that records graphs replays the
-        // whole step (inference, gradient, sign step) as one launch.
-        let mut graph: Option<StepGraph<B::Graph, B::Buf>> = None;
         drop(setup);
+        if steps > 2
+            && self.recordable(pts)
+            && self.attack_replayed(pts, steps, deadline, hits, [&lo, &hi, &x0], &alphas)?
+        {
+            return Ok(());
+        }
+        let (lo_d, hi_d) = (be.upload(&lo)?, be.upload(&hi)?);
+        let mut x = be.upload(&x0)?;
+        let tables = self.scale_tables()?;
+        let (alphas_d, mut alpha_d) = (be.upload(&alphas)?, be.upload(&alphas[..1])?);
         for s in 0..=steps {
-            // y at x_s, and (replayed) x already moved to x_{s+1}.
-            let mut replayed = false;
-            if let Some(gr) = graph.as_ref().filter(|_| s < steps) {
-                let _p = crate::profile::span("pgd.replay");
-                be.copy_range(&mut alpha_d, 0, &alphas_d, s, 1)?;
-                replayed = be.replay(&gr.graph).is_ok();
-                if !replayed {
-                    graph = None;
-                }
-            }
-            let v = if replayed {
-                None
-            } else {
+            let v = {
                 let _p = crate::profile::span("pgd.infer");
-                Some(self.infer_all(&x, p, &tables)?)
+                self.infer_all(&x, p, &tables)?
             };
-            let _p = crate::profile::span("pgd.outputs");
-            let y = match (&v, &graph) {
-                (Some(v), _) => be.download(self.value(v, &x, self.net.output()))?,
-                (None, Some(gr)) => be.download(&gr.y)?,
-                (None, None) => unreachable!("replayed without a graph"),
-            };
-            let mut seeds = vec![T::zero(); p * n_out];
-            let mut candidates = Vec::new();
-            for (i, t) in pts.iter().enumerate() {
-                if !active[i] {
-                    continue;
-                }
-                let yp: Vec<f64> = y[i * n_out..(i + 1) * n_out].iter().map(|v| v.to_f64_exact()).collect();
-                let Some((k, m)) = worst_halfspace(t.sp, t.disjunct, &yp) else {
-                    active[i] = false;
-                    continue;
-                };
-                // The search's arithmetic differs from float32 inference:
-                // check points a little short of the region too, and every
-                // final point (float32 rounding alone may reach the region).
-                let scale = yp.iter().fold(1.0f64, |a, v| a.max(v.abs()));
-                if m <= 1e-4 * scale || s == steps {
-                    candidates.push(i);
-                }
-                for (o, &c) in t.sp.unsafe_region[t.disjunct][k].c.iter().enumerate() {
-                    seeds[i * n_out + o] = T::from_f64_nearest(c);
-                }
-            }
-            drop(_p);
-            if !candidates.is_empty() {
-                let _p = crate::profile::span("pgd.check");
-                let at_s = match (&graph, replayed) {
-                    (Some(gr), true) => &gr.x_prev,
-                    _ => &x,
-                };
-                let xs = be.download(at_s)?;
-                let found: Vec<(usize, Counterexample)> = candidates
-                    .par_iter()
-                    .filter_map(|&i| {
-                        let box_ = &pts[i].sp.input;
-                        let xp: Vec<f64> = xs[i * n_in..(i + 1) * n_in].iter().map(|v| v.to_f64_exact()).collect();
-                        check_f32(self.net, pts[i].sp, &to_f32_in_box(&xp, &box_.lo, &box_.hi)).map(|c| (i, c))
-                    })
-                    .collect();
-                for (i, cex) in found {
-                    let g = pts[i].group;
-                    if hits[g].is_none() && self.confirm(pts[i].sp, &cex.input) {
-                        hits[g] = Some(cex);
-                    }
-                }
-                for (i, t) in pts.iter().enumerate() {
-                    if hits[t.group].is_some() && active[i] {
-                        active[i] = false;
-                        seeds[i * n_out..(i + 1) * n_out].iter_mut().for_each(|v| *v = T::zero());
-                    }
-                }
-            }
+            let y = be.download(self.value(&v, &x, self.net.output()))?;
+            let seeds = self.check_step(pts, (s, steps), &y, &mut active, hits, || be.download(&x))?;
             let late = deadline.is_some_and(|d| Instant::now() >= d);
             if s == steps || late || !active.iter().any(|&a| a) {
                 break;
             }
-            let Some(v) = v else { continue };
             let _p = crate::profile::span("pgd.gradient");
             let Some(g) = self.gradient(&v, &x, p, &tables, be.upload(&seeds)?)? else {
                 break;
             };
             be.copy_range(&mut alpha_d, 0, &alphas_d, s, 1)?;
             x = be.pointwise(Pointwise::SignStep { x: &x, g: &g, lo: &lo_d, hi: &hi_d, alpha: &alpha_d })?;
-            drop((v, g));
-            if s == 0 && steps > 2 && self.recordable(pts) {
-                let _p = crate::profile::span("pgd.capture");
-                let bufs = Bufs { lo: &lo_d, hi: &hi_d, alpha: &alpha_d };
-                graph = self.record_step(&mut x, p, &tables, &seeds, bufs)?;
-            }
         }
         Ok(())
+    }
+
+    /// The attack on the recorded step (recorded on first use): `false`
+    /// where the backend records no graphs (nothing was run).
+    #[allow(clippy::too_many_arguments)]
+    fn attack_replayed(
+        &self,
+        pts: &[Target<'_>],
+        steps: usize,
+        deadline: Option<Instant>,
+        hits: &mut [Option<Counterexample>],
+        [lo, hi, x0]: [&[T]; 3],
+        alphas: &[T],
+    ) -> BResult<bool> {
+        let be = self.backend;
+        let p = pts.len();
+        let mut rec = self.step_graph.borrow_mut();
+        if rec.unavailable {
+            return Ok(false);
+        }
+        let at = match rec.graphs.iter().position(|g| g.points == p) {
+            Some(i) => i,
+            None => {
+                let _p = crate::profile::span("pgd.capture");
+                let Some(g) = self.record_step(p)? else {
+                    rec.unavailable = true;
+                    return Ok(false);
+                };
+                if rec.graphs.len() >= KEPT_GRAPHS {
+                    rec.graphs.remove(0);
+                }
+                rec.graphs.push(g);
+                rec.graphs.len() - 1
+            }
+        };
+        let gr = &mut rec.graphs[at];
+        // The seeds are fixed: each disjunct is one half-space.
+        let n_out = self.net.output_shape().numel();
+        let mut seeds = vec![T::zero(); p * n_out];
+        for (i, t) in pts.iter().enumerate() {
+            for (o, &c) in t.sp.unsafe_region[t.disjunct][0].c.iter().enumerate() {
+                seeds[i * n_out + o] = T::from_f64_nearest(c);
+            }
+        }
+        for (dst, v) in [(&mut gr.x, x0), (&mut gr.lo, lo), (&mut gr.hi, hi), (&mut gr.seeds, &seeds[..])] {
+            be.copy_range(dst, 0, &be.upload(v)?, 0, v.len())?;
+        }
+        let alphas_d = be.upload(alphas)?;
+        let mut active: Vec<bool> = pts.iter().map(|t| hits[t.group].is_none()).collect();
+        // Replay s: `y` at x_s (in `x_prev`), `x` moved to x_{s+1}; the
+        // last replay's move is not used.
+        for s in 0..=steps {
+            be.copy_range(&mut gr.alpha, 0, &alphas_d, s.min(steps - 1), 1)?;
+            {
+                let _p = crate::profile::span("pgd.replay");
+                be.replay(&gr.graph)?;
+            }
+            let y = {
+                let _p = crate::profile::span("pgd.outputs");
+                be.download(&gr.y)?
+            };
+            let x_prev = &gr.x_prev;
+            self.check_step(pts, (s, steps), &y, &mut active, hits, || be.download(x_prev))?;
+            let late = deadline.is_some_and(|d| Instant::now() >= d);
+            if late || !active.iter().any(|&a| a) {
+                break;
+            }
+        }
+        if p > KEPT_POINTS {
+            rec.graphs.remove(at);
+        }
+        Ok(true)
+    }
+
+    /// After inference at step `s` of `steps` (outputs `y`, points from
+    /// `xs`): checks in float32 the points a little short of the region,
+    /// and every point at the last step (float32 rounding alone may reach
+    /// the region), recording hits; returns the seeds of the next
+    /// gradient (each active point's worst half-space).
+    #[allow(clippy::too_many_arguments)]
+    fn check_step(
+        &self,
+        pts: &[Target<'_>],
+        (s, steps): (usize, usize),
+        y: &[T],
+        active: &mut [bool],
+        hits: &mut [Option<Counterexample>],
+        xs: impl FnOnce() -> BResult<Vec<T>>,
+    ) -> BResult<Vec<T>> {
+        let (n_in, n_out, p) = (self.net.input_shape().numel(), self.net.output_shape().numel(), pts.len());
+        let mut seeds = vec![T::zero(); p * n_out];
+        let mut candidates = Vec::new();
+        for (i, t) in pts.iter().enumerate() {
+            if !active[i] {
+                continue;
+            }
+            let yp: Vec<f64> = y[i * n_out..(i + 1) * n_out].iter().map(|v| v.to_f64_exact()).collect();
+            let Some((k, m)) = worst_halfspace(t.sp, t.disjunct, &yp) else {
+                active[i] = false;
+                continue;
+            };
+            // The search's arithmetic differs from float32 inference.
+            let scale = yp.iter().fold(1.0f64, |a, v| a.max(v.abs()));
+            if m <= 1e-4 * scale || s == steps {
+                candidates.push(i);
+            }
+            for (o, &c) in t.sp.unsafe_region[t.disjunct][k].c.iter().enumerate() {
+                seeds[i * n_out + o] = T::from_f64_nearest(c);
+            }
+        }
+        if candidates.is_empty() {
+            return Ok(seeds);
+        }
+        let _p = crate::profile::span("pgd.check");
+        let xs = xs()?;
+        let found: Vec<(usize, Counterexample)> = candidates
+            .par_iter()
+            .filter_map(|&i| {
+                let box_ = &pts[i].sp.input;
+                let xp: Vec<f64> = xs[i * n_in..(i + 1) * n_in].iter().map(|v| v.to_f64_exact()).collect();
+                check_f32(self.net, pts[i].sp, &to_f32_in_box(&xp, &box_.lo, &box_.hi)).map(|c| (i, c))
+            })
+            .collect();
+        for (i, cex) in found {
+            let g = pts[i].group;
+            if hits[g].is_none() && self.confirm(pts[i].sp, &cex.input) {
+                hits[g] = Some(cex);
+            }
+        }
+        for (i, t) in pts.iter().enumerate() {
+            if hits[t.group].is_some() && active[i] {
+                active[i] = false;
+                seeds[i * n_out..(i + 1) * n_out].iter_mut().for_each(|v| *v = T::zero());
+            }
+        }
+        Ok(seeds)
     }
 
     /// Whether a step can be recorded once and replayed: the seeds must not
@@ -218,6 +302,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     n.op,
                     Op::Input
                         | Op::Dense { .. }
+                        | Op::Conv2d(_)
                         | Op::Relu
                         | Op::Sigmoid
                         | Op::Add
@@ -227,34 +312,34 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             })
     }
 
-    /// Records one step from `x` (in place): the outputs at `x` into `y`,
-    /// `x` into `x_prev`, then the sign step on the gradient of the fixed
-    /// `seeds`. `None` when the backend records no graphs.
-    fn record_step(
-        &self,
-        x: &mut B::Buf,
-        p: usize,
-        tables: &[Option<[B::Buf; 3]>],
-        seeds: &[T],
-        b: Bufs<'_, B::Buf>,
-    ) -> BResult<Option<StepGraph<B::Graph, B::Buf>>> {
+    /// Records the step for `p` points on buffers of its own (`None`
+    /// when the backend records no graphs). One step runs first, so that
+    /// the backend's caches hold what the recording reads.
+    fn record_step(&self, p: usize) -> BResult<Option<StepGraph<B::Graph, B::Buf>>> {
         let be = self.backend;
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
-        let seeds = be.upload(seeds)?;
-        let mut y = be.upload(&vec![T::zero(); p * n_out])?;
-        let mut x_prev = be.upload(&vec![T::zero(); p * n_in])?;
+        let zeros = |n: usize| be.upload(&vec![T::zero(); n]);
+        let (mut x, lo, hi, alpha, seeds) =
+            (zeros(p * n_in)?, zeros(p * n_in)?, zeros(p * n_in)?, zeros(1)?, zeros(p * n_out)?);
+        let (mut y, mut x_prev) = (zeros(p * n_out)?, zeros(p * n_in)?);
+        let tables = self.scale_tables()?;
+        let v = self.infer_all(&x, p, &tables)?;
+        if self.gradient(&v, &x, p, &tables, be.pointwise(Pointwise::Copy(&seeds))?)?.is_none() {
+            return Ok(None);
+        }
+        drop(v);
         let graph = be.capture(&mut || {
-            let v = self.infer_all(x, p, tables)?;
-            be.copy_range(&mut y, 0, self.value(&v, x, self.net.output()), 0, p * n_out)?;
-            be.copy_range(&mut x_prev, 0, x, 0, p * n_in)?;
+            let v = self.infer_all(&x, p, &tables)?;
+            be.copy_range(&mut y, 0, self.value(&v, &x, self.net.output()), 0, p * n_out)?;
+            be.copy_range(&mut x_prev, 0, &x, 0, p * n_in)?;
             let seed = be.pointwise(Pointwise::Copy(&seeds))?;
             let g = self
-                .gradient(&v, x, p, tables, seed)?
+                .gradient(&v, &x, p, &tables, seed)?
                 .ok_or_else(|| crate::BackendError::Failure("no input gradient".into()))?;
-            let next = be.pointwise(Pointwise::SignStep { x, g: &g, lo: b.lo, hi: b.hi, alpha: b.alpha })?;
-            be.copy_range(x, 0, &next, 0, p * n_in)
+            let next = be.pointwise(Pointwise::SignStep { x: &x, g: &g, lo: &lo, hi: &hi, alpha: &alpha })?;
+            be.copy_range(&mut x, 0, &next, 0, p * n_in)
         })?;
-        Ok(graph.map(|graph| StepGraph { graph, y, x_prev, _seeds: seeds }))
+        Ok(graph.map(|graph| StepGraph { points: p, graph, x, lo, hi, alpha, seeds, y, x_prev, _tables: tables }))
     }
 
     /// Per-neuron `(m, c, 0)` tables of the ChannelAffine nodes (midpoints).
