@@ -62,6 +62,10 @@ pub struct AnalysisArgs {
     /// Attack every disjunct before the analysis instead of the weakest ones after it.
     #[arg(long)]
     attack_first: bool,
+    /// No branch and bound: answer from one analysis (and the attack). Input
+    /// splitting otherwise runs on networks with at most 16 inputs.
+    #[arg(long)]
+    no_bab: bool,
     /// Worker threads, each analysing its own batches (on CUDA, each with its
     /// own stream); results stay in order. Default: on CUDA up to 3 when
     /// there is more than one batch (one worker's host work overlaps the
@@ -103,6 +107,7 @@ impl AnalysisArgs {
             refine: !self.no_refine,
             attack_steps: self.attack_steps,
             attack_first: self.attack_first,
+            split_inputs: if self.no_bab { 0 } else { Options::default().split_inputs },
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,
             ..Options::default()

@@ -19,6 +19,9 @@ pub struct Record {
     pub counterexample: Option<Vec<f32>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Input splitting's leaves and bound, where it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<polycert_deeppoly::split::SearchStats>,
 }
 
 impl Record {
@@ -35,6 +38,7 @@ impl Record {
                 _ => None,
             },
             error: None,
+            search: o.search,
         }
     }
 
@@ -48,6 +52,7 @@ impl Record {
             lower_bounds: vec![],
             counterexample: None,
             error: Some(msg),
+            search: None,
         }
     }
 

@@ -120,7 +120,14 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             seconds: rec.seconds,
             prepare_seconds,
             counterexample: cex,
-            message: rec.error.clone(),
+            message: rec.error.clone().or_else(|| {
+                rec.search.map(|s| {
+                    format!(
+                        "input splitting: {} leaves proved, {} open, weakest bound {:e}",
+                        s.leaves_proved, s.leaves_open, s.best_bound
+                    )
+                })
+            }),
         })?;
         eprintln!(
             "{} {} -> {r} ({:.3}s){}",

@@ -33,6 +33,11 @@ pub struct Options {
     /// Attack every disjunct before the analysis (as VNN-COMP tools do)
     /// instead of the weakest ones after it.
     pub attack_first: bool,
+    /// Branch and bound over the input box (`split.rs`) for properties the
+    /// analysis leaves open, on networks with at most this many inputs (0: off).
+    pub split_inputs: usize,
+    /// Most leaves one sub-problem's input splitting analyses.
+    pub max_leaves: usize,
 }
 
 impl Default for Options {
@@ -48,6 +53,8 @@ impl Default for Options {
             timeout: None,
             attack_steps: 20,
             attack_first: false,
+            split_inputs: 16,
+            max_leaves: 1 << 20,
         }
     }
 }

@@ -111,7 +111,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let first = ranges[0].as_ref().ok().and_then(|r| hits.get(r.start).cloned().flatten());
                 let verdict = first.map_or(Verdict::Timeout, Verdict::Falsified);
                 let seconds = start.elapsed().as_secs_f64();
-                return Ok(vec![Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds })]);
+                return Ok(vec![Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds, search: None })]);
             }
             r => r?,
         };
@@ -141,7 +141,53 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             self.attack_after(&plans, &analysed, &results, deadline)
         };
         let shared = start.elapsed().as_secs_f64() / props.len().max(1) as f64;
-        Ok(plans.into_iter().zip(late).map(|(plan, hit)| plan.map(|p| conclude(p, &results, hit, shared))).collect())
+        let outcome = |(slots, stop): Plan, hit| {
+            let mut o = conclude((slots.clone(), stop.clone()), &results, hit, shared);
+            if o.verdict == Verdict::Unknown && self.splits_inputs() {
+                self.branch(&mut o, &slots, stop, &analysed, &results);
+            }
+            o
+        };
+        Ok(plans.into_iter().zip(late).map(|(plan, hit)| plan.map(|p| outcome(p, hit))).collect())
+    }
+
+    /// Input splitting for a property left open: its unproved sub-problems
+    /// in order, each searched until proved, falsified, or out of time
+    /// (the property's timeout less what it has spent).
+    fn branch(
+        &self,
+        o: &mut Outcome,
+        slots: &[usize],
+        stop: Option<Counterexample>,
+        work: &[&SubProblem],
+        results: &[SlotResult],
+    ) {
+        let start = Instant::now();
+        let spent = std::time::Duration::from_secs_f64(o.seconds);
+        let deadline = self.opts.timeout.map(|t| start + t.saturating_sub(spent));
+        let mut stats = crate::split::SearchStats::default();
+        let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
+        for &s in slots.iter().filter(|&&s| !results[s].1) {
+            match self.search(work[s], &results[s], deadline, &mut stats) {
+                Ok(crate::split::Search::Proved) => {}
+                Ok(crate::split::Search::Falsified(c)) => {
+                    verdict = Verdict::Falsified(c);
+                    break;
+                }
+                Ok(crate::split::Search::Open { timed_out }) => {
+                    verdict = if timed_out { Verdict::Timeout } else { Verdict::Unknown };
+                    break;
+                }
+                // A backend failure proves nothing: the property stays open.
+                Err(_) => {
+                    verdict = Verdict::Unknown;
+                    break;
+                }
+            }
+        }
+        o.verdict = verdict;
+        o.seconds += start.elapsed().as_secs_f64();
+        o.search = Some(stats);
     }
 
     /// The hits that [`Analyzer::confirm`] confirms (every summation order).
@@ -257,5 +303,5 @@ fn conclude((slots, stop): Plan, results: &[SlotResult], hit: Option<Counterexam
         verdict = hit.map_or(Verdict::Unknown, Verdict::Falsified);
     }
     let lower_bounds = slots.first().map(|&s| results[s].0.clone()).unwrap_or_default();
-    Outcome { verdict, lower_bounds, seconds }
+    Outcome { verdict, lower_bounds, seconds, search: None }
 }

@@ -330,6 +330,31 @@ pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
     assert!(verified >= 4 && other >= 4, "weak test: {verified} verified, {other} not");
 }
 
+/// `y = relu(x) − relu(x)` is 0 on `x ∈ [−1, 1]`, but one DeepPoly pass
+/// bounds it below by −1: `y ≤ −1/4` is not excluded. Input splitting at 0
+/// makes both ReLUs stable and proves it; a one-leaf budget leaves it open.
+pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
+    let mut net = Network::new(Shape::flat(1));
+    let d1 = net.push("d1", crate::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![0.0, 0.0], out: 2 }, &[0]);
+    let r = net.push("r", crate::ir::Op::Relu, &[d1.expect("d1")]).expect("relu");
+    let w2 = vec![1.0, -1.0, 0.0, 0.0];
+    net.push("d2", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("d2");
+    let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
+    let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
+    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
+    let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
+    let one_pass = run(Options { split_inputs: 0, ..opts(Arith::Point) });
+    assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
+    assert!(one_pass.search.is_none());
+    let split = run(opts(Arith::Point));
+    assert_eq!(split.verdict, Verdict::Verified);
+    let s = split.search.expect("search ran");
+    assert!(s.leaves_proved >= 2 && s.leaves_open == 0, "{s:?}");
+    let capped = run(Options { max_leaves: 1, ..opts(Arith::Point) });
+    assert_eq!(capped.verdict, Verdict::Unknown);
+    assert!(capped.search.expect("search ran").leaves_open >= 1);
+}
+
 /// After a dropped Softmax, a gap between two logits that float32 rounding
 /// alone would respect is too small for a verdict either way: the Softmax
 /// could tie them. A wider gap decides as before.
@@ -436,6 +461,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn attack_finds_hidden_counterexamples_f32() {
                 $crate::conformance::attack_finds_hidden_counterexamples::<_, f32>(&$make);
+            }
+            #[test]
+            fn input_splitting_proves_f64() {
+                $crate::conformance::input_splitting_proves::<_, f64>(&$make);
+            }
+            #[test]
+            fn input_splitting_proves_f32() {
+                $crate::conformance::input_splitting_proves::<_, f32>(&$make);
             }
             #[test]
             fn batch_equals_alone_f64() {

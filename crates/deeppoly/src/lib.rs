@@ -23,6 +23,7 @@ pub mod relax;
 mod rows;
 pub mod scurve;
 pub mod softmax;
+pub mod split;
 pub mod testnets;
 
 pub use analysis::{AnalysisError, Analyzer, Options};

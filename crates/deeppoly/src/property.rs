@@ -182,4 +182,7 @@ pub struct Outcome {
     pub verdict: Verdict,
     pub lower_bounds: Vec<f64>,
     pub seconds: f64,
+    /// Input splitting's progress, where it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<crate::split::SearchStats>,
 }
