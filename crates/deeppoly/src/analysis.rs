@@ -36,7 +36,8 @@ pub struct Options {
     /// Branch and bound over the input box (`split.rs`) for properties the
     /// analysis leaves open, on networks with at most this many inputs (0: off).
     pub split_inputs: usize,
-    /// Most leaves one sub-problem's input splitting analyses.
+    /// Most leaves one sub-problem's input splitting analyses when no
+    /// timeout bounds it.
     pub max_leaves: usize,
 }
 
@@ -54,7 +55,7 @@ impl Default for Options {
             attack_steps: 20,
             attack_first: false,
             split_inputs: 16,
-            max_leaves: 1 << 20,
+            max_leaves: 1 << 16,
         }
     }
 }

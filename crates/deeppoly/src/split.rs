@@ -45,7 +45,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// Splits sub-problem `sp` (whose analysis gave `first`) until it is
-    /// proved, falsified, or the deadline or `Options::max_leaves` is reached.
+    /// proved, falsified, or the deadline (with a timeout) or
+    /// `Options::max_leaves` (without) is reached.
     pub(crate) fn search(
         &self,
         sp: &SubProblem,
@@ -61,7 +62,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut analysed = 1;
         while !open.is_empty() {
             let late = deadline.is_some_and(|d| Instant::now() >= d);
-            if late || analysed >= self.opts.max_leaves {
+            if late || (self.opts.timeout.is_none() && analysed >= self.opts.max_leaves) {
                 stats.leaves_open += open.len();
                 return Ok(Search::Open { timed_out: late });
             }
@@ -104,7 +105,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// A confirmed counterexample at an open leaf: its centre, else PGD on
-    /// its weakest disjunct (all leaves in one attack batch).
+    /// its weakest disjunct (all open leaves of the round in one batch: on
+    /// small boxes it finds what it missed on their parent).
     fn falsify_leaves(
         &self,
         sps: &[&SubProblem],
