@@ -24,6 +24,9 @@ const VALUES_PER_NEURON: usize = 16;
 /// counterexample that stopped the list early, if any.
 type Plan = (Vec<usize>, Option<Counterexample>);
 
+/// One box's bounds of every node, `(lo, hi)` per node.
+pub(crate) type NodeBounds<T> = Vec<(Vec<T>, Vec<T>)>;
+
 /// Lower bounds of every half-space row of a sub-problem, and whether all
 /// its disjuncts are proved infeasible.
 pub(crate) type SlotResult = (Vec<f64>, bool);
@@ -263,13 +266,26 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         sps: &[&SubProblem],
         deadline: Option<Instant>,
     ) -> Result<Vec<SlotResult>, AnalysisError> {
+        Ok(self.analyze_within(sps, &[], deadline)?.0)
+    }
+
+    /// [`Analyzer::analyze_subproblems`], with each slot's node bounds
+    /// intersected with its `prior` bounds, if any (bounds that hold over a
+    /// box containing the slot's, such as a leaf's parent's); also returns
+    /// every slot's final node bounds.
+    pub(crate) fn analyze_within(
+        &self,
+        sps: &[&SubProblem],
+        prior: &[Option<&NodeBounds<T>>],
+        deadline: Option<Instant>,
+    ) -> Result<(Vec<SlotResult>, Vec<NodeBounds<T>>), AnalysisError> {
         if sps.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let inputs: Vec<&InputBox> = sps.iter().map(|s| &s.input).collect();
         let mut st = {
             let _p = crate::profile::span("forward_pass");
-            self.forward_pass(&inputs)?
+            self.forward_pass_within(&inputs, prior)?
         };
         let all: Vec<usize> = (0..sps.len()).collect();
         let mut res = {
@@ -289,7 +305,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 res[s] = (lbs, p2);
             }
         }
-        Ok(res)
+        let bounds = (0..sps.len())
+            .map(|s| {
+                st.bounds
+                    .iter()
+                    .map(|b| {
+                        let n = b.lo.len() / sps.len();
+                        (b.lo[s * n..(s + 1) * n].to_vec(), b.hi[s * n..(s + 1) * n].to_vec())
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok((res, bounds))
     }
 }
 

@@ -95,6 +95,18 @@ impl<T, Buf> RunState<T, Buf> {
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Interval bounds of every node for a batch of input boxes.
     pub(crate) fn forward_pass(&self, inputs: &[&InputBox]) -> Result<RunState<T, B::Buf>, AnalysisError> {
+        self.forward_pass_within(inputs, &[])
+    }
+
+    /// [`Analyzer::forward_pass`], each node's bounds intersected, slot by
+    /// slot, with the slot's `prior` bounds where given (bounds known to
+    /// hold over a box containing the slot's), before any later node reads
+    /// them.
+    pub(crate) fn forward_pass_within(
+        &self,
+        inputs: &[&InputBox],
+        prior: &[Option<&crate::batch::NodeBounds<T>>],
+    ) -> Result<RunState<T, B::Buf>, AnalysisError> {
         let lo: Vec<T> = inputs.iter().flat_map(|b| b.lo.iter().map(|&v| fp::from_f64_down(v))).collect();
         let hi: Vec<T> = inputs.iter().flat_map(|b| b.hi.iter().map(|&v| fp::from_f64_up(v))).collect();
         let n = self.net.nodes().len();
@@ -108,7 +120,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         st.bounds.push(Bounds { lo, hi, dev: None });
         st.steps.push(Step::None);
         for id in 1..self.net.nodes().len() {
-            let (b, s) = self.forward_node(&mut st, id)?;
+            let (mut b, s) = self.forward_node(&mut st, id)?;
+            let n = self.net.node(id).shape.numel();
+            for (slot, p) in prior.iter().enumerate() {
+                let Some((lo, hi)) = p.and_then(|p| p.get(id)) else { continue };
+                for i in 0..n.min(lo.len()).min(hi.len()) {
+                    let k = slot * n + i;
+                    b.lo[k] = b.lo[k].max(lo[i]);
+                    b.hi[k] = b.hi[k].min(hi[i]);
+                }
+                b.dev = None;
+            }
             st.bounds.push(b);
             st.steps.push(s);
         }

@@ -10,10 +10,11 @@
 
 use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
-use crate::batch::SlotResult;
+use crate::batch::{NodeBounds, SlotResult};
 use crate::pgd::Target;
 use crate::property::{Counterexample, SubProblem};
 use polycert_interval::Fp;
+use std::rc::Rc;
 use std::time::Instant;
 
 /// Progress of a search: leaves proved, leaves left open, and the weakest
@@ -55,7 +56,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         stats: &mut SearchStats,
     ) -> Result<Search, AnalysisError> {
         let cap = self.batch_capacity().max(2);
-        let mut open: Vec<SubProblem> = halves(sp, self.split_dims(&[sp], &[first])?[0]).into_iter().collect();
+        // Each leaf carries its parent's final node bounds (they hold over it).
+        let mut open: Vec<(SubProblem, Option<Rc<NodeBounds<T>>>)> =
+            halves(sp, self.split_dims(&[sp], &[first])?[0]).into_iter().map(|h| (h, None)).collect();
         if open.is_empty() {
             return Ok(Search::Open { timed_out: false });
         }
@@ -69,8 +72,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             // Depth first (the newest leaves), so the open list stays short.
             let leaves = open.split_off(open.len().saturating_sub(cap));
             analysed += leaves.len();
-            let refs: Vec<&SubProblem> = leaves.iter().collect();
-            let res = match self.analyze_subproblems(&refs, deadline) {
+            let refs: Vec<&SubProblem> = leaves.iter().map(|(sp, _)| sp).collect();
+            let prior: Vec<Option<&NodeBounds<T>>> = leaves.iter().map(|(_, b)| b.as_deref()).collect();
+            let (res, bounds) = match self.analyze_within(&refs, &prior, deadline) {
                 Err(AnalysisError::Timeout) => {
                     stats.leaves_open += open.len() + leaves.len();
                     return Ok(Search::Open { timed_out: true });
@@ -82,7 +86,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if todo.is_empty() {
                 continue;
             }
-            let todo_sps: Vec<&SubProblem> = todo.iter().map(|&i| &leaves[i]).collect();
+            let todo_sps: Vec<&SubProblem> = todo.iter().map(|&i| refs[i]).collect();
             let todo_res: Vec<&SlotResult> = todo.iter().map(|&i| &res[i]).collect();
             if let Some(c) = self.falsify_leaves(&todo_sps, &todo_res, deadline) {
                 return Ok(Search::Falsified(c));
@@ -92,13 +96,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .zip(&todo_res)
                 .map(|(sp, r)| weakest(&sp.unsafe_region, &r.0))
                 .fold(f64::INFINITY, f64::min);
-            for (sp, d) in todo_sps.iter().zip(self.split_dims(&todo_sps, &todo_res)?) {
+            let mut bounds: Vec<Option<NodeBounds<T>>> = bounds.into_iter().map(Some).collect();
+            for ((sp, d), &i) in todo_sps.iter().zip(self.split_dims(&todo_sps, &todo_res)?).zip(&todo) {
                 let h = halves(sp, d);
                 if h.is_empty() {
                     stats.leaves_open += open.len() + 1;
                     return Ok(Search::Open { timed_out: false });
                 }
-                open.extend(h);
+                let parent = bounds[i].take().map(Rc::new);
+                open.extend(h.into_iter().map(|h| (h, parent.clone())));
             }
         }
         Ok(Search::Proved)
