@@ -6,6 +6,7 @@
 
 use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
+use crate::forward::RunState;
 use crate::pgd::Target;
 use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
@@ -26,6 +27,9 @@ type Plan = (Vec<usize>, Option<Counterexample>);
 
 /// One box's bounds of every node, `(lo, hi)` per node.
 pub(crate) type NodeBounds<T> = Vec<(Vec<T>, Vec<T>)>;
+
+/// The slots' results and the run state they came from.
+type Analysed<T, Buf> = (Vec<SlotResult>, Option<RunState<T, Buf>>);
 
 /// Lower bounds of every half-space row of a sub-problem, and whether all
 /// its disjuncts are proved infeasible.
@@ -266,7 +270,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         sps: &[&SubProblem],
         deadline: Option<Instant>,
     ) -> Result<Vec<SlotResult>, AnalysisError> {
-        Ok(self.analyze_within(sps, &[], deadline)?.0)
+        Ok(self.analyze_state(sps, &[], deadline)?.0)
     }
 
     /// [`Analyzer::analyze_subproblems`], with each slot's node bounds
@@ -279,8 +283,30 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         prior: &[Option<&NodeBounds<T>>],
         deadline: Option<Instant>,
     ) -> Result<(Vec<SlotResult>, Vec<NodeBounds<T>>), AnalysisError> {
+        let (res, st) = self.analyze_state(sps, prior, deadline)?;
+        let bounds = (0..sps.len())
+            .map(|s| {
+                st.iter()
+                    .flat_map(|st| &st.bounds)
+                    .map(|b| {
+                        let n = b.lo.len() / sps.len();
+                        (b.lo[s * n..(s + 1) * n].to_vec(), b.hi[s * n..(s + 1) * n].to_vec())
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok((res, bounds))
+    }
+
+    /// The two passes, returning the run state (none for no sub-problems).
+    fn analyze_state(
+        &self,
+        sps: &[&SubProblem],
+        prior: &[Option<&NodeBounds<T>>],
+        deadline: Option<Instant>,
+    ) -> Result<Analysed<T, B::Buf>, AnalysisError> {
         if sps.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok((Vec::new(), None));
         }
         let inputs: Vec<&InputBox> = sps.iter().map(|s| &s.input).collect();
         let mut st = {
@@ -305,18 +331,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 res[s] = (lbs, p2);
             }
         }
-        let bounds = (0..sps.len())
-            .map(|s| {
-                st.bounds
-                    .iter()
-                    .map(|b| {
-                        let n = b.lo.len() / sps.len();
-                        (b.lo[s * n..(s + 1) * n].to_vec(), b.hi[s * n..(s + 1) * n].to_vec())
-                    })
-                    .collect()
-            })
-            .collect();
-        Ok((res, bounds))
+        Ok((res, Some(st)))
     }
 }
 

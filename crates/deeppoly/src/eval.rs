@@ -27,41 +27,16 @@ const LANES: usize = 8;
 /// taps are walked outermost, so each step adds one weight times a run of
 /// inputs to a run of outputs: the same sums, side by side.
 fn conv_in_order<F: EvalFloat>(c: &Conv2d, si: Shape, so: Shape, x: &[F]) -> Vec<F> {
-    let (kh, kw) = c.kernel;
-    let (sh, sw) = c.stride;
-    let (pt, pl) = (c.pad.0 as isize, c.pad.1 as isize);
-    let hw = so.h * so.w;
+    let (hw, sw) = (so.h * so.w, c.stride.1);
     let mut y = vec![F::zero(); so.numel()];
-    for co in 0..c.c_out {
-        let acc = &mut y[co * hw..(co + 1) * hw];
-        for ci in 0..si.c {
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    let w = F::of(c.weight[((co * si.c + ci) * kh + ky) * kw + kx]);
-                    // Outputs ox with 0 <= ox·sw + kx − pl < si.w.
-                    let off = kx as isize - pl;
-                    let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(sw) };
-                    let last = si.w as isize - 1 - off;
-                    if last < 0 {
-                        continue;
-                    }
-                    let hi = ((last as usize) / sw + 1).min(so.w);
-                    for oy in 0..so.h {
-                        let iy = (oy * sh + ky) as isize - pt;
-                        if iy < 0 || iy as usize >= si.h {
-                            continue;
-                        }
-                        let row = &x[(ci * si.h + iy as usize) * si.w..][..si.w];
-                        let out = &mut acc[oy * so.w..(oy + 1) * so.w];
-                        for ox in lo..hi {
-                            out[ox] = out[ox] + w * row[((ox * sw) as isize + off) as usize];
-                        }
-                    }
-                }
-            }
+    conv_runs(c, si, so, |w, o, i, n| {
+        let w = F::of(w);
+        for (t, out) in y[o..o + n].iter_mut().enumerate() {
+            *out = *out + w * x[i + t * sw];
         }
-        let b = F::of(c.bias[co]);
-        acc.iter_mut().for_each(|v| *v = *v + b);
+    });
+    for (o, v) in y.iter_mut().enumerate() {
+        *v = *v + F::of(c.bias[o / hw]);
     }
     y
 }
@@ -84,7 +59,8 @@ pub fn eval_all<F: EvalFloat>(net: &Network, x: &[F]) -> Vec<Vec<F>> {
 
 /// Calls `f(w, o, i, n)` for every run of a conv's taps along a row: output
 /// neurons `o..o+n` take weight `w` times inputs `i, i+sw, …` (padding
-/// skipped). Covers every (output, input, weight) triple once.
+/// skipped). Covers every (output, input, weight) triple once, zero weights
+/// too, and reaches each output's taps in `Conv2d::taps` order.
 pub(crate) fn conv_runs(c: &Conv2d, si: Shape, so: Shape, mut f: impl FnMut(f64, usize, usize, usize)) {
     let (kh, kw) = c.kernel;
     let (sh, sw) = c.stride;
@@ -94,9 +70,6 @@ pub(crate) fn conv_runs(c: &Conv2d, si: Shape, so: Shape, mut f: impl FnMut(f64,
             for ky in 0..kh {
                 for kx in 0..kw {
                     let w = c.weight[((co * si.c + ci) * kh + ky) * kw + kx];
-                    if w == 0.0 {
-                        continue;
-                    }
                     // ox with 0 <= ox*sw + kx - pl < si.w
                     let off = kx as isize - pl;
                     let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(sw) };

@@ -127,7 +127,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         drop(setup);
         if steps > 2
             && self.recordable(pts)
-            && self.attack_replayed(pts, steps, deadline, hits, [&lo, &hi, &x0], &alphas)?
+            && self.attack_replayed(pts, steps, deadline, (hits, &mut active), [&lo, &hi, &x0], &alphas)?
         {
             return Ok(());
         }
@@ -158,13 +158,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// The attack on the recorded step (recorded on first use): `false`
     /// where the backend records no graphs (nothing was run).
-    #[allow(clippy::too_many_arguments)]
     fn attack_replayed(
         &self,
         pts: &[Target<'_>],
         steps: usize,
         deadline: Option<Instant>,
-        hits: &mut [Option<Counterexample>],
+        (hits, active): (&mut [Option<Counterexample>], &mut [bool]),
         [lo, hi, x0]: [&[T]; 3],
         alphas: &[T],
     ) -> BResult<bool> {
@@ -202,7 +201,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             be.copy_range(dst, 0, &be.upload(v)?, 0, v.len())?;
         }
         let alphas_d = be.upload(alphas)?;
-        let mut active: Vec<bool> = pts.iter().map(|t| hits[t.group].is_none()).collect();
         // Replay s: `y` at x_s (in `x_prev`), `x` moved to x_{s+1}; the
         // last replay's move is not used.
         for s in 0..=steps {
@@ -216,7 +214,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 be.download(&gr.y)?
             };
             let x_prev = &gr.x_prev;
-            self.check_step(pts, (s, steps), &y, &mut active, hits, || be.download(x_prev))?;
+            self.check_step(pts, (s, steps), &y, active, hits, || be.download(x_prev))?;
             let late = deadline.is_some_and(|d| Instant::now() >= d);
             if late || !active.iter().any(|&a| a) {
                 break;
