@@ -62,8 +62,9 @@ pub struct AnalysisArgs {
     /// Attack every disjunct before the analysis instead of the weakest ones after it.
     #[arg(long)]
     attack_first: bool,
-    /// No branch and bound: answer from one analysis (and the attack). Input
-    /// splitting otherwise runs on networks with at most 16 inputs.
+    /// No branch and bound: answer from one analysis (and the attack).
+    /// Otherwise a property left open is split: on its inputs for networks
+    /// with at most 16 inputs, on its unstable ReLUs for the others.
     #[arg(long)]
     no_bab: bool,
     /// Worker threads, each analysing its own batches (on CUDA, each with its
@@ -108,6 +109,7 @@ impl AnalysisArgs {
             attack_steps: self.attack_steps,
             attack_first: self.attack_first,
             split_inputs: if self.no_bab { 0 } else { Options::default().split_inputs },
+            split_relus: !self.no_bab,
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,
             ..Options::default()

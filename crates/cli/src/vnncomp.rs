@@ -123,8 +123,8 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             message: rec.error.clone().or_else(|| {
                 rec.search.map(|s| {
                     format!(
-                        "input splitting: {} leaves proved, {} open, weakest bound {:e}",
-                        s.leaves_proved, s.leaves_open, s.best_bound
+                        "{} splitting: {} leaves proved, {} open, weakest bound {:e}",
+                        s.branching, s.leaves_proved, s.leaves_open, s.best_bound
                     )
                 })
             }),

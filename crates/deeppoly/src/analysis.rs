@@ -39,6 +39,12 @@ pub struct Options {
     /// Most leaves one sub-problem's input splitting analyses when no
     /// timeout bounds it.
     pub max_leaves: usize,
+    /// Branch and bound on unstable ReLUs (`branch.rs`) for properties the
+    /// analysis leaves open, on networks with more inputs than `split_inputs`.
+    pub split_relus: bool,
+    /// Most leaves one sub-problem's ReLU splitting analyses when no timeout
+    /// bounds it.
+    pub max_relu_leaves: usize,
 }
 
 impl Default for Options {
@@ -56,6 +62,8 @@ impl Default for Options {
             attack_first: false,
             split_inputs: 16,
             max_leaves: 1 << 16,
+            split_relus: true,
+            max_relu_leaves: 1 << 10,
         }
     }
 }
@@ -190,7 +198,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub fn node_bounds(&self, input: &crate::property::InputBox) -> Result<Vec<NodeBounds>, AnalysisError> {
         let mut st = self.forward_pass(&[input])?;
         if self.opts.refine {
-            self.refine_all(&mut st, &[0], self.opts.timeout.map(|t| Instant::now() + t))?;
+            self.refine_all(&mut st, &[0], &[], self.opts.timeout.map(|t| Instant::now() + t))?;
         }
         Ok(st
             .bounds

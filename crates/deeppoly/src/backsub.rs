@@ -27,6 +27,9 @@ pub(crate) struct Rows<T> {
     pub cst: Vec<f64>,
     /// Rows of a group are dropped together once one of them is decided.
     pub group: Vec<u32>,
+    /// Further exact terms on earlier nodes (split constraints' Lagrangian
+    /// terms): per node, `rows × numel` coefficients.
+    pub extra: Vec<(NodeId, Vec<T>)>,
 }
 
 /// When a row is decided.
@@ -97,8 +100,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Coef::Unit { col, val } => A::from_unit(self, &geom, &col[start..end], &val[start..end]),
             };
             let res = made.and_then(|(m, d)| {
-                let cst = A::c_from_host(self.backend, &sum_down(&rows.cst[start..end], &d))?;
-                self.backsub_chunk::<A>(st, rows.start, geom, m, cst, &rows.group[start..end], goal, deadline)
+                let mut c0 = sum_down(&rows.cst[start..end], &d);
+                let mut parts = vec![(rows.start, geom, m)];
+                for (node, planes) in &rows.extra {
+                    let k = self.net.node(*node).shape.numel();
+                    let g = Geom::full(self.net.node(*node).shape, end - start).with_props(parts[0].1.props.clone());
+                    let v = &planes[start * k..end * k];
+                    let (m, d) = A::from_host(self, st, *node, &g, v, v)?;
+                    c0 = sum_down(&c0, &d);
+                    parts.push((*node, g, m));
+                }
+                let cst = A::c_from_host(self.backend, &c0)?;
+                self.backsub_chunk::<A>(st, parts, cst, &rows.group[start..end], goal, deadline)
             });
             match res {
                 // Out of memory: halve the chunk and retry (never a different relaxation).
@@ -112,13 +125,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(out)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Backsubstitutes one chunk of rows, whose expression starts as
+    /// `parts` (the rows' start node first) plus `cst`.
     fn backsub_chunk<A: RowArith<B, T>>(
         &self,
         st: &mut RunState<T, B::Buf>,
-        start: NodeId,
-        geom: Geom,
-        m: A::M,
+        parts: Vec<(NodeId, Geom, A::M)>,
         mut cst: A::C,
         group: &[u32],
         goal: Goal,
@@ -129,7 +141,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut best = vec![f64::NEG_INFINITY; n];
         let mut orig: Vec<u32> = (0..n as u32).collect();
         let mut pending: Pending<Geom, A::M> = BTreeMap::new();
-        pending.insert(start, (geom, m));
+        for (node, g, m) in parts {
+            if let Some(d) = self.merge::<A>(st, &mut pending, node, g, m)? {
+                A::c_add(be, &mut cst, &d)?;
+            }
+        }
         // A check right after a ReLU step is dominated by the one before it
         // (bounds over ReLU outputs are at least as tight as the relaxation's).
         let mut after_relu = false;
@@ -181,11 +197,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             let _p = crate::profile::span("backsub.step");
             let (g, mat) = pending.remove(&top).expect("top exists");
-            after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid);
             let (parts, delta) = self.step::<A>(st, top, &g, mat)?;
             if let Some(d) = delta {
                 A::c_add(be, &mut cst, &d)?;
             }
+            // A merge can cancel terms: the next check is no longer dominated.
+            let merges = parts.iter().any(|(node, _, _)| pending.contains_key(node));
+            after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid) && !merges;
             for (node, g2, m2) in parts {
                 if let Some(d) = self.merge::<A>(st, &mut pending, node, g2, m2)? {
                     A::c_add(be, &mut cst, &d)?;

@@ -7,10 +7,12 @@
 use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
 use crate::forward::RunState;
+use crate::lagrange::{SlotBounds, SplitConstraint};
 use crate::pgd::Target;
 use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::time::Instant;
 
@@ -150,7 +152,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let shared = start.elapsed().as_secs_f64() / props.len().max(1) as f64;
         let outcome = |(slots, stop): Plan, hit| {
             let mut o = conclude((slots.clone(), stop.clone()), &results, hit, shared);
-            if o.verdict == Verdict::Unknown && self.splits_inputs() {
+            if o.verdict == Verdict::Unknown && self.branching().is_some() {
                 self.branch(&mut o, &slots, stop, &analysed, &results);
             }
             o
@@ -158,7 +160,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(plans.into_iter().zip(late).map(|(plan, hit)| plan.map(|p| outcome(p, hit))).collect())
     }
 
-    /// Input splitting for a property left open: its unproved sub-problems
+    /// Branch and bound for a property left open: its unproved sub-problems
     /// in order, each searched until proved, falsified, or out of time
     /// (the property's timeout less what it has spent).
     fn branch(
@@ -175,7 +177,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut stats = crate::split::SearchStats::default();
         let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
         for &s in slots.iter().filter(|&&s| !results[s].1) {
-            match self.search(work[s], &results[s], deadline, &mut stats) {
+            match self.search(work[s], deadline, &mut stats) {
                 Ok(crate::split::Search::Proved) => {}
                 Ok(crate::split::Search::Falsified(c)) => {
                     verdict = Verdict::Falsified(c);
@@ -273,17 +275,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(self.analyze_state(sps, &[], deadline)?.0)
     }
 
-    /// [`Analyzer::analyze_subproblems`], with each slot's node bounds
-    /// intersected with its `prior` bounds, if any (bounds that hold over a
-    /// box containing the slot's, such as a leaf's parent's); also returns
-    /// every slot's final node bounds.
+    /// [`Analyzer::analyze_subproblems`] for search leaves (see [`Within`]);
+    /// also returns every slot's final node bounds.
     pub(crate) fn analyze_within(
         &self,
         sps: &[&SubProblem],
-        prior: &[Option<&NodeBounds<T>>],
+        within: &[Within<'_, T>],
         deadline: Option<Instant>,
     ) -> Result<(Vec<SlotResult>, Vec<NodeBounds<T>>), AnalysisError> {
-        let (res, st) = self.analyze_state(sps, prior, deadline)?;
+        let (res, st) = self.analyze_state(sps, within, deadline)?;
         let bounds = (0..sps.len())
             .map(|s| {
                 st.iter()
@@ -302,7 +302,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     fn analyze_state(
         &self,
         sps: &[&SubProblem],
-        prior: &[Option<&NodeBounds<T>>],
+        within: &[Within<'_, T>],
         deadline: Option<Instant>,
     ) -> Result<Analysed<T, B::Buf>, AnalysisError> {
         if sps.is_empty() {
@@ -311,27 +311,107 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let inputs: Vec<&InputBox> = sps.iter().map(|s| &s.input).collect();
         let mut st = {
             let _p = crate::profile::span("forward_pass");
-            self.forward_pass_within(&inputs, prior)?
+            let prior: Vec<Option<&NodeBounds<T>>> = within.iter().map(|w| w.prior).collect();
+            self.forward_pass_within(&inputs, &prior)?
         };
+        Self::check_consistent(&st)?;
         let all: Vec<usize> = (0..sps.len()).collect();
         let mut res = {
             let _p = crate::profile::span("prove_output");
-            self.prove_output(&mut st, sps, &all, deadline)?
+            self.prove_output(&mut st, sps, &all, None, deadline)?
         };
         let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].1).collect();
         if !open.is_empty() && self.opts.refine {
             {
                 let _p = crate::profile::span("refine_all");
-                self.refine_all(&mut st, &open, deadline)?;
+                let after: Vec<Option<usize>> = within.iter().map(|w| w.after).collect();
+                self.refine_all(&mut st, &open, &after, deadline)?;
             }
+            Self::check_consistent(&st)?;
+            let terms = self.lagrange_terms(&st, sps, &open, within, &res);
             let _p = crate::profile::span("prove_output");
-            let again = self.prove_output(&mut st, sps, &open, deadline)?;
+            let get = |s: usize, h: usize| terms.get(&(s, h)).cloned().unwrap_or_default();
+            let again = self.prove_output(&mut st, sps, &open, Some(&get), deadline)?;
             for (&s, (l2, p2)) in open.iter().zip(again) {
                 let lbs = res[s].0.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
                 res[s] = (lbs, p2);
             }
         }
         Ok((res, Some(st)))
+    }
+}
+
+/// An exact extra term of an output row: `(node, neuron, coefficient)`.
+type Term = (usize, usize, f64);
+
+/// What a search leaf brings to its analysis: bounds known to hold over
+/// its domain (its parent's final ones, with a ReLU split's clamp: every
+/// node's bounds are intersected with them, and a contradiction proves the
+/// leaf), the last node whose bounds equal its parent's (refinement starts
+/// after it), and its ReLU split constraints (Lagrangian terms of its
+/// output rows, `lagrange.rs`).
+pub(crate) struct Within<'p, T> {
+    pub prior: Option<&'p NodeBounds<T>>,
+    pub after: Option<usize>,
+    pub splits: &'p [SplitConstraint],
+}
+
+impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
+    /// Per (slot, half-space) of the open slots with split constraints, the
+    /// Lagrangian terms `−β_k·s_k` on the split neurons, `β` optimised on the
+    /// host over the slot's current bounds (half-spaces already proved get none).
+    fn lagrange_terms(
+        &self,
+        st: &RunState<T, B::Buf>,
+        sps: &[&SubProblem],
+        open: &[usize],
+        within: &[Within<'_, T>],
+        res: &[SlotResult],
+    ) -> HashMap<(usize, usize), Vec<Term>> {
+        let _p = crate::profile::span("lagrange");
+        let jobs: Vec<(usize, usize)> = open
+            .iter()
+            .filter(|&&s| !st.empty[s] && within.get(s).is_some_and(|w| !w.splits.is_empty()))
+            .flat_map(|&s| {
+                (0..res[s].0.len()).filter(move |&h| res[s].0[h] <= 0.0 || res[s].0[h].is_nan()).map(move |h| (s, h))
+            })
+            .collect();
+        let (net, lower) = (self.net, self.opts.relu_lower);
+        let nodes = net.nodes();
+        jobs.par_iter()
+            .filter_map(|&(s, h)| {
+                let hs = sps[s].unsafe_region.iter().flatten().nth(h)?;
+                let view: SlotBounds<'_, T> = st
+                    .bounds
+                    .iter()
+                    .zip(nodes)
+                    .map(|(b, n)| {
+                        let k = n.shape.numel();
+                        (&b.lo[s * k..(s + 1) * k], &b.hi[s * k..(s + 1) * k])
+                    })
+                    .collect();
+                let splits = within[s].splits;
+                let beta = crate::lagrange::optimize_beta(net, &view, (&hs.c, hs.d), splits, lower)?;
+                let t = splits
+                    .iter()
+                    .zip(beta)
+                    .filter(|(_, b)| *b > 0.0)
+                    .map(|(sp, b)| (sp.node, sp.neuron, if sp.active { -b } else { b }))
+                    .collect();
+                Some(((s, h), t))
+            })
+            .collect()
+    }
+
+    /// Without prior bounds, contradicting bounds are a bug, never a proof.
+    fn check_consistent(st: &RunState<T, B::Buf>) -> Result<(), AnalysisError> {
+        match st.empty.iter().position(|&e| e) {
+            Some(s) if !st.within => {
+                let msg = format!("inconsistent bounds in batch slot {s} without prior bounds");
+                Err(crate::backend::BackendError::Failure(msg).into())
+            }
+            _ => Ok(()),
+        }
     }
 }
 

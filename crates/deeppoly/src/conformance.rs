@@ -343,7 +343,7 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
     prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
-    let one_pass = run(Options { split_inputs: 0, ..opts(Arith::Point) });
+    let one_pass = run(Options { split_inputs: 0, split_relus: false, ..opts(Arith::Point) });
     assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
     assert!(one_pass.search.is_none());
     let split = run(opts(Arith::Point));
@@ -353,6 +353,53 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let capped = run(Options { max_leaves: 1, ..opts(Arith::Point) });
     assert_eq!(capped.verdict, Verdict::Unknown);
     assert!(capped.search.expect("search ran").leaves_open >= 1);
+}
+
+/// `y = relu(s) − s/2` with `s = Σ x_i` over `[−1, 1]^17` (too many inputs
+/// to split them) is `|s|/2 ≥ 0`, but one pass bounds it below by −8.5: `y ≤
+/// −1/4` is not excluded. Splitting the ReLU of `s` proves it (both sides
+/// are exact); `y ≤ 0` holds at `s = 0` and is never verified.
+pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
+    let n = 17;
+    let mut net = Network::new(Shape::flat(n));
+    // s = Σ x; y = (relu(s), s)·(1, −1/2).
+    let s = net.push("s", crate::ir::Op::Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", crate::ir::Op::Relu, &[s]).expect("relu");
+    let both = net.push("cat", crate::ir::Op::Concat, &[r, s]).expect("concat");
+    let w2 = vec![1.0, -0.5, 0.0, 0.0];
+    net.push("y", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[both]).expect("y");
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let prop_for = |d: f64| {
+        let mut p = Property::robustness("p", input.clone(), 0, 2).expect("prop");
+        p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d }]];
+        p
+    };
+    let run = |o: Options, d: f64| {
+        Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop_for(d)).expect("analysis")
+    };
+    let one_pass = run(Options { split_relus: false, ..opts(Arith::Point) }, -0.25);
+    assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
+    assert!(one_pass.lower_bounds[0] < -8.0, "{:?}", one_pass.lower_bounds);
+    let split = run(opts(Arith::Point), -0.25);
+    assert_eq!(split.verdict, Verdict::Verified);
+    let s = split.search.expect("search ran");
+    assert!(s.leaves_proved == 2 && s.leaves_open == 0, "{s:?}");
+    // y = |s|/2 meets y ≤ 0 at s = 0: falsified or open, never verified.
+    let tie = run(opts(Arith::Point), 0.0);
+    assert!(!matches!(tie.verdict, Verdict::Verified), "{:?}", tie.verdict);
+    let capped = run(Options { max_relu_leaves: 1, ..opts(Arith::Point) }, -0.25);
+    assert_eq!(capped.verdict, Verdict::Unknown);
+    // y = relu(s) − relu(s'), s' = s another neuron: the leaf s ≤ 0 ≤ s'
+    // needs the split constraints in the bound (β on s cancels s').
+    let mut twin = Network::new(Shape::flat(n));
+    let d = twin.push("d", crate::ir::Op::Dense { weight: vec![1.0; 2 * n], bias: vec![0.0; 2], out: 2 }, &[0]);
+    let r = twin.push("r", crate::ir::Op::Relu, &[d.expect("d")]).expect("relu");
+    let w = vec![1.0, -1.0, 0.0, 0.0];
+    twin.push("y", crate::ir::Op::Dense { weight: w, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
+    let got = Analyzer::<B, T>::new(&twin, be, opts(Arith::Point)).expect("prepare").analyze(&prop_for(-0.25));
+    let got = got.expect("analysis");
+    assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.search);
+    assert_eq!(got.search.expect("search ran").leaves_proved, 3);
 }
 
 /// After a dropped Softmax, a gap between two logits that float32 rounding
@@ -469,6 +516,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn input_splitting_proves_f32() {
                 $crate::conformance::input_splitting_proves::<_, f32>(&$make);
+            }
+            #[test]
+            fn relu_splitting_proves_f64() {
+                $crate::conformance::relu_splitting_proves::<_, f64>(&$make);
+            }
+            #[test]
+            fn relu_splitting_proves_f32() {
+                $crate::conformance::relu_splitting_proves::<_, f32>(&$make);
             }
             #[test]
             fn batch_equals_alone_f64() {

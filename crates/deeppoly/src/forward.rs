@@ -78,6 +78,27 @@ pub(crate) struct RunState<T, Buf> {
     pub abs: Vec<Option<(Buf, Vec<f64>)>>,
     /// Point arithmetic, per affine node: `|W|·r` over its input.
     pub wabs: Vec<Option<Buf>>,
+    /// Per slot: its prior bounds contradict the analysis (some node's
+    /// lower bound passed its upper one), so no input of the slot's box
+    /// meets its split constraints and the slot holds vacuously.
+    pub empty: Vec<bool>,
+    /// Whether contradicting bounds mean an empty domain (slots with prior
+    /// bounds, such as ReLU split constraints) rather than a bug.
+    pub within: bool,
+}
+
+impl<T: Fp, Buf> RunState<T, Buf> {
+    /// Intersects value `k` (of a node with `n` neurons per slot) with
+    /// `[lo, hi]`. An empty intersection marks the slot empty and keeps a
+    /// point (`lo`), so later steps see consistent bounds.
+    pub(crate) fn intersect(b: &mut Bounds<T, Buf>, empty: &mut [bool], n: usize, k: usize, lo: T, hi: T) {
+        b.lo[k] = b.lo[k].max(lo);
+        b.hi[k] = b.hi[k].min(hi);
+        if b.lo[k] > b.hi[k] {
+            empty[k / n.max(1)] = true;
+            b.hi[k] = b.lo[k];
+        }
+    }
 }
 
 impl<T, Buf> RunState<T, Buf> {
@@ -116,6 +137,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             steps: Vec::new(),
             abs: (0..n).map(|_| None).collect(),
             wabs: (0..n).map(|_| None).collect(),
+            empty: vec![false; inputs.len()],
+            within: prior.iter().any(|p| p.is_some()),
         };
         st.bounds.push(Bounds { lo, hi, dev: None });
         st.steps.push(Step::None);
@@ -125,9 +148,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             for (slot, p) in prior.iter().enumerate() {
                 let Some((lo, hi)) = p.and_then(|p| p.get(id)) else { continue };
                 for i in 0..n.min(lo.len()).min(hi.len()) {
-                    let k = slot * n + i;
-                    b.lo[k] = b.lo[k].max(lo[i]);
-                    b.hi[k] = b.hi[k].min(hi[i]);
+                    RunState::intersect(&mut b, &mut st.empty, n, slot * n + i, lo[i], hi[i]);
                 }
                 b.dev = None;
             }
@@ -150,9 +171,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for id in from + 1..=to.min(self.net.nodes().len() - 1) {
             let (mut b, s) = self.forward_node(st, id)?;
             let old = &st.bounds[id];
+            let n = self.net.node(id).shape.numel();
             for i in 0..b.lo.len() {
-                b.lo[i] = b.lo[i].max(old.lo[i]);
-                b.hi[i] = b.hi[i].min(old.hi[i]);
+                let (l, h) = (old.lo[i], old.hi[i]);
+                RunState::intersect(&mut b, &mut st.empty, n, i, l, h);
             }
             // ReLU and σ relaxations already follow their input's current
             // (intersected) bounds: the input was updated before this node.

@@ -1,16 +1,27 @@
-//! Branch and bound over the input box (input splitting), for networks with
-//! few inputs (ACAS Xu-style). A sub-problem the analysis leaves open is cut
-//! in two along the input with the largest smear `|∂m/∂x_i|·w_i` (the
-//! gradient, at the box centre, of the half-space nearest to closing its
-//! weakest disjunct, times the box's width there), and the open leaves are
-//! analysed together as one batch. Both halves are closed at the midpoint, so
-//! their union is the box: the sub-problem is proved when every leaf is. A
-//! leaf's centre or PGD point that float32 inference and
-//! [`Analyzer::confirm`] accept falsifies it.
+//! Branch and bound. A sub-problem the analysis leaves open is split into
+//! leaves, analysed together as one batch (a row is (leaf, neuron)), depth
+//! first, until every leaf is proved (the sub-problem is), a leaf gives a
+//! confirmed counterexample, or the budget runs out. Each leaf starts from
+//! its parent's final node bounds (they hold over it) and keeps only the
+//! disjuncts its parent did not prove.
+//!
+//! - **Input splitting** (networks with at most `Options::split_inputs`
+//!   inputs, ACAS Xu-style): a leaf is cut in two along the input with the
+//!   largest smear `|∂m/∂x_i|·w_i` (the gradient, at the box centre, of the
+//!   half-space nearest to closing its weakest disjunct, times the box's
+//!   width there). Both halves are closed at the midpoint, so their union is
+//!   the box. A leaf's centre or PGD point that float32 inference and
+//!   [`Analyzer::confirm`] accept falsifies the sub-problem.
+//! - **ReLU splitting** (any other network with ReLUs): a leaf is split on
+//!   one unstable ReLU (`branch.rs`); the two children's split constraints
+//!   live in their bounds, and only the layers after the split are refined
+//!   again.
 
 use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
-use crate::batch::{NodeBounds, SlotResult};
+use crate::batch::{NodeBounds, Within};
+use crate::ir::Op;
+use crate::lagrange::SplitConstraint;
 use crate::pgd::Target;
 use crate::property::{Counterexample, SubProblem};
 use polycert_interval::Fp;
@@ -22,6 +33,8 @@ use std::time::Instant;
 /// weakest disjunct; the sub-problem is proved once every leaf's is > 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct SearchStats {
+    /// What is split: "input" or "ReLU".
+    pub branching: &'static str,
     pub leaves_proved: usize,
     pub leaves_open: usize,
     pub best_bound: f64,
@@ -32,49 +45,81 @@ pub(crate) enum Search {
     Proved,
     Falsified(Counterexample),
     /// The deadline (`timed_out`) or the leaf budget ran out, or a leaf
-    /// cannot be halved.
+    /// cannot be split.
     Open {
         timed_out: bool,
     },
 }
 
+/// How the search splits a leaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Branching {
+    Inputs,
+    Relus,
+}
+
+/// A leaf of the search: its box and open disjuncts, the bounds it starts
+/// from, and the last layer whose bounds it shares with its parent.
+struct Leaf<T> {
+    sp: SubProblem,
+    prior: Option<Rc<NodeBounds<T>>>,
+    after: Option<usize>,
+    splits: Vec<SplitConstraint>,
+}
+
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Whether properties the analysis leaves open go to input splitting.
-    pub(crate) fn splits_inputs(&self) -> bool {
+    /// How properties the analysis leaves open are searched, if at all.
+    pub(crate) fn branching(&self) -> Option<Branching> {
         let n = self.net.input_shape().numel();
-        self.opts.arith == Arith::Point && n > 0 && n <= self.opts.split_inputs
+        if self.opts.arith != Arith::Point || n == 0 {
+            None
+        } else if n <= self.opts.split_inputs {
+            Some(Branching::Inputs)
+        } else if self.opts.split_relus && self.net.nodes().iter().any(|n| n.op == Op::Relu) {
+            Some(Branching::Relus)
+        } else {
+            None
+        }
     }
 
-    /// Splits sub-problem `sp` (whose analysis gave `first`) until it is
-    /// proved, falsified, or the deadline (with a timeout) or
-    /// `Options::max_leaves` (without) is reached.
+    /// Splits sub-problem `sp` until it is proved, falsified, or the deadline
+    /// (with a timeout) or the leaf budget (without) is reached.
     pub(crate) fn search(
         &self,
         sp: &SubProblem,
-        first: &SlotResult,
         deadline: Option<Instant>,
         stats: &mut SearchStats,
     ) -> Result<Search, AnalysisError> {
-        let cap = self.batch_capacity().max(2);
-        // Each leaf carries its parent's final node bounds (they hold over it).
-        let mut open: Vec<(SubProblem, Option<Rc<NodeBounds<T>>>)> =
-            halves(sp, self.split_dims(&[sp], &[first])?[0]).into_iter().map(|h| (h, None)).collect();
-        if open.is_empty() {
+        let Some(how) = self.branching() else {
             return Ok(Search::Open { timed_out: false });
-        }
-        let mut analysed = 1;
+        };
+        let cap = self.batch_capacity().max(2);
+        stats.branching = match how {
+            Branching::Inputs => "input",
+            Branching::Relus => "ReLU",
+        };
+        let budget = match how {
+            Branching::Inputs => self.opts.max_leaves,
+            Branching::Relus => self.opts.max_relu_leaves,
+        };
+        // The root is analysed again, for its node bounds.
+        let mut open = vec![Leaf { sp: sp.clone(), prior: None, after: None, splits: Vec::new() }];
+        let mut analysed = 0;
         while !open.is_empty() {
             let late = deadline.is_some_and(|d| Instant::now() >= d);
-            if late || (self.opts.timeout.is_none() && analysed >= self.opts.max_leaves) {
+            if late || (self.opts.timeout.is_none() && analysed >= budget) {
                 stats.leaves_open += open.len();
                 return Ok(Search::Open { timed_out: late });
             }
             // Depth first (the newest leaves), so the open list stays short.
             let leaves = open.split_off(open.len().saturating_sub(cap));
             analysed += leaves.len();
-            let refs: Vec<&SubProblem> = leaves.iter().map(|(sp, _)| sp).collect();
-            let prior: Vec<Option<&NodeBounds<T>>> = leaves.iter().map(|(_, b)| b.as_deref()).collect();
-            let (res, bounds) = match self.analyze_within(&refs, &prior, deadline) {
+            let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
+            let within: Vec<Within<'_, T>> = leaves
+                .iter()
+                .map(|l| Within { prior: l.prior.as_deref(), after: l.after, splits: &l.splits })
+                .collect();
+            let (res, bounds) = match self.analyze_within(&refs, &within, deadline) {
                 Err(AnalysisError::Timeout) => {
                     stats.leaves_open += open.len() + leaves.len();
                     return Ok(Search::Open { timed_out: true });
@@ -82,43 +127,104 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 r => r?,
             };
             let todo: Vec<usize> = (0..leaves.len()).filter(|&i| !res[i].1).collect();
+            if std::env::var("POLYCERT_DEBUG_BAB").is_ok() {
+                eprintln!("round: {} leaves, res {:?}", leaves.len(), res);
+            }
             stats.leaves_proved += leaves.len() - todo.len();
             if todo.is_empty() {
                 continue;
             }
-            let todo_sps: Vec<&SubProblem> = todo.iter().map(|&i| refs[i]).collect();
-            let todo_res: Vec<&SlotResult> = todo.iter().map(|&i| &res[i]).collect();
-            if let Some(c) = self.falsify_leaves(&todo_sps, &todo_res, deadline) {
+            // Each open leaf keeps the disjuncts it has not proved.
+            let todo_sps: Vec<SubProblem> = todo.iter().map(|&i| open_part(refs[i], &res[i].0)).collect();
+            let todo_lbs: Vec<Vec<f64>> = todo.iter().map(|&i| open_lbs(refs[i], &res[i].0)).collect();
+            let sps: Vec<&SubProblem> = todo_sps.iter().collect();
+            let lbs: Vec<&[f64]> = todo_lbs.iter().map(|l| &l[..]).collect();
+            // ReLU leaves share their box: their centre and PGD are the root's.
+            if how == Branching::Inputs
+                && let Some(c) = self.falsify_leaves(&sps, &lbs, deadline)
+            {
                 return Ok(Search::Falsified(c));
             }
-            stats.best_bound = todo_sps
-                .iter()
-                .zip(&todo_res)
-                .map(|(sp, r)| weakest(&sp.unsafe_region, &r.0))
-                .fold(f64::INFINITY, f64::min);
+            stats.best_bound =
+                sps.iter().zip(&lbs).map(|(sp, l)| weakest(&sp.unsafe_region, l)).fold(f64::INFINITY, f64::min);
             let mut bounds: Vec<Option<NodeBounds<T>>> = bounds.into_iter().map(Some).collect();
-            for ((sp, d), &i) in todo_sps.iter().zip(self.split_dims(&todo_sps, &todo_res)?).zip(&todo) {
-                let h = halves(sp, d);
-                if h.is_empty() {
-                    stats.leaves_open += open.len() + 1;
-                    return Ok(Search::Open { timed_out: false });
+            let children = match how {
+                Branching::Inputs => self.input_children(&sps, &lbs, &todo, &mut bounds)?,
+                Branching::Relus => self.relu_children(&sps, &lbs, &todo, &mut bounds, &leaves),
+            };
+            let Some(children) = children else {
+                if std::env::var("POLYCERT_DEBUG_BAB").is_ok() {
+                    eprintln!("cannot split: lbs {:?}", lbs);
                 }
-                let parent = bounds[i].take().map(Rc::new);
-                open.extend(h.into_iter().map(|h| (h, parent.clone())));
-            }
+                stats.leaves_open += open.len() + todo.len();
+                return Ok(Search::Open { timed_out: false });
+            };
+            open.extend(children);
         }
         Ok(Search::Proved)
+    }
+
+    /// Both halves of each open leaf (none when one cannot be halved).
+    fn input_children(
+        &self,
+        sps: &[&SubProblem],
+        lbs: &[&[f64]],
+        todo: &[usize],
+        bounds: &mut [Option<NodeBounds<T>>],
+    ) -> Result<Option<Vec<Leaf<T>>>, AnalysisError> {
+        let mut out = Vec::with_capacity(2 * sps.len());
+        for ((sp, d), &i) in sps.iter().zip(self.split_dims(sps, lbs)?).zip(todo) {
+            let h = halves(sp, d);
+            if h.is_empty() {
+                return Ok(None);
+            }
+            let parent = bounds[i].take().map(Rc::new);
+            out.extend(h.into_iter().map(|sp| Leaf { sp, prior: parent.clone(), after: None, splits: Vec::new() }));
+        }
+        Ok(Some(out))
+    }
+
+    /// Both sides of the chosen ReLU of each open leaf (none when a leaf
+    /// has no unstable ReLU left).
+    fn relu_children(
+        &self,
+        sps: &[&SubProblem],
+        lbs: &[&[f64]],
+        todo: &[usize],
+        bounds: &mut [Option<NodeBounds<T>>],
+        leaves: &[Leaf<T>],
+    ) -> Option<Vec<Leaf<T>>> {
+        use rayon::prelude::*;
+        let _p = crate::profile::span("branch.choose");
+        let lower = self.opts.relu_lower;
+        let net = self.net;
+        let chosen: Vec<Option<crate::branch::ReluSplit>> = sps
+            .par_iter()
+            .zip(lbs)
+            .zip(todo)
+            .map(|((sp, l), &i)| {
+                let b = bounds[i].as_ref()?;
+                let h = nearest_halfspace(sp, l)?;
+                crate::branch::choose_relu(net, b, &h.c, lower)
+            })
+            .collect();
+        let mut out = Vec::with_capacity(2 * sps.len());
+        for ((sp, s), &i) in sps.iter().zip(chosen).zip(todo) {
+            let s = s?;
+            let b = bounds[i].take()?;
+            for (child, active) in crate::branch::split_children(&b, s).into_iter().zip([true, false]) {
+                let mut splits = leaves[i].splits.clone();
+                splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
+                out.push(Leaf { sp: (*sp).clone(), prior: Some(Rc::new(child)), after: Some(s.node), splits });
+            }
+        }
+        Some(out)
     }
 
     /// A confirmed counterexample at an open leaf: its centre, else PGD on
     /// its weakest disjunct (all open leaves of the round in one batch: on
     /// small boxes it finds what it missed on their parent).
-    fn falsify_leaves(
-        &self,
-        sps: &[&SubProblem],
-        res: &[&SlotResult],
-        deadline: Option<Instant>,
-    ) -> Option<Counterexample> {
+    fn falsify_leaves(&self, sps: &[&SubProblem], lbs: &[&[f64]], deadline: Option<Instant>) -> Option<Counterexample> {
         for sp in sps {
             if let Some(c) = falsify_centre(self.net, sp).filter(|c| self.confirm(sp, &c.input)) {
                 return Some(c);
@@ -126,10 +232,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let targets: Vec<Target<'_>> = sps
             .iter()
-            .zip(res)
+            .zip(lbs)
             .enumerate()
-            .flat_map(|(g, (sp, r))| {
-                crate::attack::weakest_disjuncts(sp, &r.0, 1).into_iter().map(move |d| Target {
+            .flat_map(|(g, (sp, l))| {
+                crate::attack::weakest_disjuncts(sp, l, 1).into_iter().map(move |d| Target {
                     sp,
                     disjunct: d,
                     group: g,
@@ -142,12 +248,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// Per leaf, the input to cut: the largest smear of the half-space
     /// nearest to closing the weakest disjunct, else the widest input.
-    fn split_dims(&self, sps: &[&SubProblem], res: &[&SlotResult]) -> Result<Vec<usize>, AnalysisError> {
+    fn split_dims(&self, sps: &[&SubProblem], lbs: &[&[f64]]) -> Result<Vec<usize>, AnalysisError> {
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
         let (mut xs, mut seeds) = (Vec::with_capacity(sps.len() * n_in), Vec::with_capacity(sps.len() * n_out));
-        for (sp, r) in sps.iter().zip(res) {
+        for (sp, l) in sps.iter().zip(lbs) {
             xs.extend(sp.input.centre());
-            let h = nearest_halfspace(sp, &r.0);
+            let h = nearest_halfspace(sp, l);
             seeds.extend(h.map_or(vec![0.0; n_out], |h| h.c.clone()));
         }
         // Gradients steer the search only; a backend failure falls back to widths.
@@ -166,6 +272,34 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             })
             .collect())
     }
+}
+
+/// `sp` without the disjuncts `lbs` (its half-spaces' lower bounds) prove.
+fn open_part(sp: &SubProblem, lbs: &[f64]) -> SubProblem {
+    let mut at = 0;
+    let mut out = SubProblem { input: sp.input.clone(), unsafe_region: Vec::new() };
+    for conj in &sp.unsafe_region {
+        let l = &lbs[at..at + conj.len()];
+        at += conj.len();
+        if !l.iter().any(|&v| v > 0.0) {
+            out.unsafe_region.push(conj.clone());
+        }
+    }
+    out
+}
+
+/// The lower bounds of [`open_part`]'s half-spaces.
+fn open_lbs(sp: &SubProblem, lbs: &[f64]) -> Vec<f64> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for conj in &sp.unsafe_region {
+        let l = &lbs[at..at + conj.len()];
+        at += conj.len();
+        if !l.iter().any(|&v| v > 0.0) {
+            out.extend_from_slice(l);
+        }
+    }
+    out
 }
 
 /// The two halves of `sp` cut at the midpoint of input `d` (none when the

@@ -1,0 +1,196 @@
+//! ReLU branching for branch and bound on high-dimensional inputs: which
+//! unstable ReLU to split (a BaBSR-style score), and the two children.
+//!
+//! A split of ReLU input `x_j` (bounds `l < 0 < u`) gives the domains
+//! `x_j ≥ 0` and `x_j ≤ 0`: every execution of the network (exact, or
+//! float32 in any summation order) lies in one of them, since `x_j` has
+//! one value in it. Each child carries its parent's final node bounds with
+//! `x_j`'s clamped to `[0, u]` or `[l, 0]` (they hold over the child's
+//! domain, a subset of the parent's); the analysis intersects every node's
+//! bounds with them, so the split ReLU is exact there and every later
+//! layer's bounds and relaxations are recomputed under it. Bounds that
+//! contradict each other prove the child (its domain is empty).
+
+use crate::batch::NodeBounds;
+use crate::ir::{Network, NodeId, Op};
+use crate::relax::{ReluLower, relu_relax};
+use polycert_interval::Fp;
+
+/// A ReLU to split: the ReLU's input node and the neuron in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReluSplit {
+    pub node: NodeId,
+    pub neuron: usize,
+}
+
+/// The unstable ReLU whose split should help the lower bound of `c·y` most,
+/// by BaBSR's intercept score: the objective's coefficient on the ReLU's
+/// output, backsubstituted through the relaxations of `bounds` (on the
+/// host, in f64 without rounding: it steers the search only), times the
+/// upper line's intercept when the bound uses that line (a negative
+/// coefficient). When no coefficient is negative, the largest
+/// `|coefficient|·min(u, −l)` (the lower line's gap) decides. `None`: no
+/// unstable ReLU is left.
+pub(crate) fn choose_relu<T: Fp>(
+    net: &Network,
+    bounds: &NodeBounds<T>,
+    c: &[f64],
+    lower: ReluLower,
+) -> Option<ReluSplit> {
+    let coef = relaxed_coefficients(net, bounds, c, lower);
+    let mut best: Option<(ReluSplit, (f64, f64))> = None;
+    for (id, node) in net.nodes().iter().enumerate() {
+        if node.op != Op::Relu {
+            continue;
+        }
+        let p = node.inputs[0];
+        let (lo, hi) = &bounds[p];
+        for (j, &a) in coef[id].iter().enumerate() {
+            let (l, u) = (lo[j].to_f64_exact(), hi[j].to_f64_exact());
+            if !(l < 0.0 && u > 0.0) {
+                continue;
+            }
+            let mu = relu_relax(lo[j], hi[j], lower).mu_up.to_f64_exact();
+            let score = ((-a).max(0.0) * mu, a.abs() * u.min(-l));
+            if score.0.is_finite() && score.1.is_finite() && best.is_none_or(|(_, s)| score > s) {
+                best = Some((ReluSplit { node: p, neuron: j }, score));
+            }
+        }
+    }
+    best.map(|(s, _)| s)
+}
+
+/// The two children of a split: `x_j ≥ 0` then `x_j ≤ 0`.
+pub(crate) fn split_children<T: Fp>(bounds: &NodeBounds<T>, s: ReluSplit) -> [NodeBounds<T>; 2] {
+    let (mut active, mut inactive) = (bounds.clone(), bounds.clone());
+    let j = s.neuron;
+    active[s.node].0[j] = active[s.node].0[j].max(T::zero());
+    inactive[s.node].1[j] = inactive[s.node].1[j].min(T::zero());
+    [active, inactive]
+}
+
+/// Per node, the coefficient of the lower bound of `c·y` on that node's
+/// values, backsubstituted through the ReLU relaxations of `bounds`
+/// (other nonlinearities by their slope at the bounds' midpoint; pooling
+/// stops it).
+pub(crate) fn relaxed_coefficients<T: Fp>(
+    net: &Network,
+    bounds: &NodeBounds<T>,
+    c: &[f64],
+    lower: ReluLower,
+) -> Vec<Vec<f64>> {
+    let mut coef: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
+    let last = net.output();
+    coef[last].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
+    for id in (1..=last).rev() {
+        let node = net.node(id);
+        let g = std::mem::take(&mut coef[id]);
+        if g.iter().all(|&v| v == 0.0) {
+            coef[id] = g;
+            continue;
+        }
+        let x0 = node.inputs[0];
+        match &node.op {
+            Op::Dense { weight, .. } => {
+                let n = coef[x0].len();
+                let gx = &mut coef[x0];
+                for (i, &gi) in g.iter().enumerate() {
+                    if gi != 0.0 {
+                        for (gj, w) in gx.iter_mut().zip(&weight[i * n..(i + 1) * n]) {
+                            *gj += gi * w;
+                        }
+                    }
+                }
+            }
+            Op::Conv2d(cv) => {
+                let (si, so, sw) = (net.node(x0).shape, node.shape, cv.stride.1);
+                let gx = &mut coef[x0];
+                crate::eval::conv_runs(cv, si, so, |w, o, i, n| {
+                    for (t, &gt) in g[o..o + n].iter().enumerate() {
+                        gx[i + t * sw] += w * gt;
+                    }
+                });
+            }
+            Op::Relu => {
+                let (lo, hi) = &bounds[x0];
+                for (j, &gj) in g.iter().enumerate() {
+                    let r = relu_relax(lo[j], hi[j], lower);
+                    let slope = if gj >= 0.0 { r.lam_lo } else { r.lam_up };
+                    coef[x0][j] += gj * slope.to_f64_exact();
+                }
+            }
+            Op::Sigmoid => {
+                let (lo, hi) = &bounds[x0];
+                for (j, &gj) in g.iter().enumerate() {
+                    let m = (lo[j].to_f64_exact() + hi[j].to_f64_exact()) / 2.0;
+                    let s = 1.0 / (1.0 + (-m).exp());
+                    coef[x0][j] += gj * s * (1.0 - s);
+                }
+            }
+            Op::Add => {
+                for &k in &node.inputs {
+                    coef[k].iter_mut().zip(&g).for_each(|(a, &v)| *a += v);
+                }
+            }
+            Op::Reshape => coef[x0].iter_mut().zip(&g).for_each(|(a, &v)| *a += v),
+            Op::ChannelAffine { mul, .. } => {
+                let hw = (node.shape.h * node.shape.w).max(1);
+                for (j, &gj) in g.iter().enumerate() {
+                    coef[x0][j] += gj * mul[j / hw].midpoint();
+                }
+            }
+            Op::Concat => {
+                let mut off = 0;
+                for &k in &node.inputs {
+                    let n = coef[k].len();
+                    coef[k].iter_mut().zip(&g[off..off + n]).for_each(|(a, &v)| *a += v);
+                    off += n;
+                }
+            }
+            Op::MaxPool2d(_) | Op::AvgPool2d(_) | Op::Input => {}
+        }
+        coef[id] = g;
+    }
+    coef
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Shape;
+
+    /// y = relu(x0) − relu(x1) with x0 = a + b, x1 = a − b.
+    fn net() -> Network {
+        let mut n = Network::new(Shape::flat(2));
+        n.push("fc", Op::Dense { weight: vec![1.0, 1.0, 1.0, -1.0], bias: vec![0.0, 0.0], out: 2 }, &[0]).unwrap();
+        n.push("relu", Op::Relu, &[1]).unwrap();
+        n.push("out", Op::Dense { weight: vec![1.0, -1.0], bias: vec![0.0], out: 1 }, &[2]).unwrap();
+        n
+    }
+
+    #[test]
+    fn chooses_the_relu_whose_upper_line_the_bound_pays() {
+        let n = net();
+        // x0 ∈ [−1, 3] (intercept 0.75), x1 ∈ [−2, 2] (intercept 1).
+        let b: NodeBounds<f64> = vec![
+            (vec![-1.0, -1.0], vec![1.0, 1.0]),
+            (vec![-1.0, -2.0], vec![3.0, 2.0]),
+            (vec![0.0, 0.0], vec![3.0, 2.0]),
+            (vec![-2.0], vec![3.0]),
+        ];
+        // Lower bound of +y: relu(x0) by its lower line, −relu(x1) by its upper line.
+        let coef = relaxed_coefficients(&n, &b, &[1.0], ReluLower::Area);
+        assert_eq!(coef[2], vec![1.0, -1.0]);
+        assert_eq!(coef[1], vec![1.0, -0.5]);
+        assert_eq!(choose_relu(&n, &b, &[1.0], ReluLower::Area), Some(ReluSplit { node: 1, neuron: 1 }));
+        // Lower bound of −y: now relu(x0) pays its intercept.
+        assert_eq!(choose_relu(&n, &b, &[-1.0], ReluLower::Area), Some(ReluSplit { node: 1, neuron: 0 }));
+        let [a, i] = split_children(&b, ReluSplit { node: 1, neuron: 0 });
+        assert_eq!((a[1].0[0], a[1].1[0], i[1].0[0], i[1].1[0]), (0.0, 3.0, -1.0, 0.0));
+        assert_eq!(a[1].0[1], -2.0);
+        // Every ReLU stable: nothing to split.
+        let mut s = b.clone();
+        s[1] = (vec![0.5, -2.0], vec![3.0, -1.0]);
+        assert_eq!(choose_relu(&n, &s, &[1.0], ReluLower::Area), None);
+    }
+}
