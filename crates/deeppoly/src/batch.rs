@@ -30,8 +30,16 @@ type Plan = (Vec<usize>, Option<Counterexample>);
 /// One box's bounds of every node, `(lo, hi)` per node.
 pub(crate) type NodeBounds<T> = Vec<(Vec<T>, Vec<T>)>;
 
-/// The slots' results and the run state they came from.
-type Analysed<T, Buf> = (Vec<SlotResult>, Option<RunState<T, Buf>>);
+/// The slots' results, the run state they came from, and the β of each
+/// (slot, half-space) row that got Lagrangian terms.
+type Analysed<T, Buf> = (Vec<SlotResult>, Option<RunState<T, Buf>>, Betas);
+
+/// β per (slot, half-space index within the slot), one per split constraint.
+pub(crate) type Betas = HashMap<(usize, usize), Vec<f64>>;
+
+/// What [`Analyzer::analyze_within`] returns: per slot its result and final
+/// node bounds, and the rows' β.
+pub(crate) type Searched<T> = (Vec<SlotResult>, Vec<NodeBounds<T>>, Betas);
 
 /// Lower bounds of every half-space row of a sub-problem, and whether all
 /// its disjuncts are proved infeasible.
@@ -276,14 +284,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// [`Analyzer::analyze_subproblems`] for search leaves (see [`Within`]);
-    /// also returns every slot's final node bounds.
+    /// also returns every slot's final node bounds and the rows' β.
     pub(crate) fn analyze_within(
         &self,
         sps: &[&SubProblem],
         within: &[Within<'_, T>],
         deadline: Option<Instant>,
-    ) -> Result<(Vec<SlotResult>, Vec<NodeBounds<T>>), AnalysisError> {
-        let (res, st) = self.analyze_state(sps, within, deadline)?;
+    ) -> Result<Searched<T>, AnalysisError> {
+        let (res, st, betas) = self.analyze_state(sps, within, deadline)?;
         let bounds = (0..sps.len())
             .map(|s| {
                 st.iter()
@@ -295,7 +303,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .collect()
             })
             .collect();
-        Ok((res, bounds))
+        Ok((res, bounds, betas))
     }
 
     /// The two passes, returning the run state (none for no sub-problems).
@@ -306,7 +314,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         deadline: Option<Instant>,
     ) -> Result<Analysed<T, B::Buf>, AnalysisError> {
         if sps.is_empty() {
-            return Ok((Vec::new(), None));
+            return Ok((Vec::new(), None, HashMap::new()));
         }
         let inputs: Vec<&InputBox> = sps.iter().map(|s| &s.input).collect();
         let mut st = {
@@ -321,6 +329,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             self.prove_output(&mut st, sps, &all, None, deadline)?
         };
         let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].1).collect();
+        let mut betas = HashMap::new();
         if !open.is_empty() && self.opts.refine {
             {
                 let _p = crate::profile::span("refine_all");
@@ -328,21 +337,26 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 self.refine_all(&mut st, &open, &after, deadline)?;
             }
             Self::check_consistent(&st)?;
-            let terms = self.lagrange_terms(&st, sps, &open, within, &res);
+            betas = self.lagrange_betas(&st, sps, &open, within, &res);
             let _p = crate::profile::span("prove_output");
-            let get = |s: usize, h: usize| terms.get(&(s, h)).cloned().unwrap_or_default();
+            let get = |s: usize, h: usize| {
+                let (Some(w), Some(b)) = (within.get(s), betas.get(&(s, h))) else { return Vec::new() };
+                w.splits
+                    .iter()
+                    .zip(b)
+                    .filter(|(_, b)| **b > 0.0)
+                    .map(|(sp, &b)| (sp.node, sp.neuron, if sp.active { -b } else { b }))
+                    .collect()
+            };
             let again = self.prove_output(&mut st, sps, &open, Some(&get), deadline)?;
             for (&s, (l2, p2)) in open.iter().zip(again) {
                 let lbs = res[s].0.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
                 res[s] = (lbs, p2);
             }
         }
-        Ok((res, Some(st)))
+        Ok((res, Some(st), betas))
     }
 }
-
-/// An exact extra term of an output row: `(node, neuron, coefficient)`.
-type Term = (usize, usize, f64);
 
 /// What a search leaf brings to its analysis: bounds known to hold over
 /// its domain (its parent's final ones, with a ReLU split's clamp: every
@@ -354,20 +368,23 @@ pub(crate) struct Within<'p, T> {
     pub prior: Option<&'p NodeBounds<T>>,
     pub after: Option<usize>,
     pub splits: &'p [SplitConstraint],
+    /// A starting β per half-space of the leaf (its parent's, warm start).
+    pub betas: &'p [Option<Vec<f64>>],
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Per (slot, half-space) of the open slots with split constraints, the
-    /// Lagrangian terms `−β_k·s_k` on the split neurons, `β` optimised on the
-    /// host over the slot's current bounds (half-spaces already proved get none).
-    fn lagrange_terms(
+    /// Per (slot, half-space) of the open slots with split constraints, β
+    /// for the Lagrangian terms `−β_k·s_k` on the split neurons, optimised on
+    /// the host over the slot's current bounds from the leaf's starting β
+    /// (half-spaces already proved get none).
+    fn lagrange_betas(
         &self,
         st: &RunState<T, B::Buf>,
         sps: &[&SubProblem],
         open: &[usize],
         within: &[Within<'_, T>],
         res: &[SlotResult],
-    ) -> HashMap<(usize, usize), Vec<Term>> {
+    ) -> Betas {
         let _p = crate::profile::span("lagrange");
         let jobs: Vec<(usize, usize)> = open
             .iter()
@@ -390,15 +407,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         (&b.lo[s * k..(s + 1) * k], &b.hi[s * k..(s + 1) * k])
                     })
                     .collect();
-                let splits = within[s].splits;
-                let beta = crate::lagrange::optimize_beta(net, &view, (&hs.c, hs.d), splits, lower)?;
-                let t = splits
-                    .iter()
-                    .zip(beta)
-                    .filter(|(_, b)| *b > 0.0)
-                    .map(|(sp, b)| (sp.node, sp.neuron, if sp.active { -b } else { b }))
-                    .collect();
-                Some(((s, h), t))
+                let w = &within[s];
+                let start = w.betas.get(h).and_then(|b| b.as_deref());
+                let beta = crate::lagrange::optimize_beta(net, &view, (&hs.c, hs.d), w.splits, lower, start)?;
+                Some(((s, h), beta))
             })
             .collect()
     }

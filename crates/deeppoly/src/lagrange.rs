@@ -29,9 +29,11 @@ impl SplitConstraint {
 /// One slot's node bounds, `(lo, hi)` per node.
 pub(crate) type SlotBounds<'b, T> = Vec<(&'b [T], &'b [T])>;
 
-/// Adam steps of the β search, and the relaxed bound at which it stops
-/// early (the sound backsubstitution with the same β then proves the row).
+/// Adam steps of the β search (from zero, and from a parent's β), and the
+/// relaxed bound at which it stops early (the sound backsubstitution with
+/// the same β then proves the row).
 const STEPS: usize = 20;
+const WARM_STEPS: usize = 6;
 const LR: f64 = 0.05;
 const PROVED_MARGIN: f64 = 1e-4;
 
@@ -43,14 +45,20 @@ pub(crate) fn optimize_beta<T: Fp>(
     (c, d): (&[f64], f64),
     splits: &[SplitConstraint],
     lower: ReluLower,
+    start: Option<&[f64]>,
 ) -> Option<Vec<f64>> {
     if splits.is_empty() || net.nodes().iter().any(|n| matches!(n.op, Op::Sigmoid | Op::MaxPool2d(_))) {
         return None;
     }
     let k = splits.len();
     let (mut beta, mut m, mut v) = (vec![0.0; k], vec![0.0; k], vec![0.0; k]);
+    let mut steps = STEPS;
+    if let Some(b) = start.filter(|b| b.len() <= k) {
+        beta[..b.len()].copy_from_slice(b);
+        steps = WARM_STEPS;
+    }
     let (mut best, mut best_beta) = (f64::NEG_INFINITY, None);
-    for t in 1..=STEPS + 1 {
+    for t in 1..=steps + 1 {
         let (bound, grad) = relaxed_bound(net, bounds, c, splits, &beta, lower)?;
         let bound = bound - d;
         if bound > best {
@@ -58,7 +66,7 @@ pub(crate) fn optimize_beta<T: Fp>(
             best_beta = Some(beta.clone());
         }
         // Proved with room (the sound bound with these β is close), or done.
-        if (t > 1 && bound > PROVED_MARGIN) || t > STEPS {
+        if (t > 1 && bound > PROVED_MARGIN) || t > steps {
             break;
         }
         let (b1, b2) = (0.9f64, 0.999f64);
@@ -207,7 +215,7 @@ mod tests {
         assert_eq!(g0, vec![2.0, -2.0]);
         let (l1, _) = relaxed_bound(&n, &sb, &[1.0], &splits, &[1.0, 0.0], ReluLower::Area).unwrap();
         assert_eq!(l1, 0.0);
-        let beta = optimize_beta(&n, &sb, (&[1.0], 0.0), &splits, ReluLower::Area).unwrap();
+        let beta = optimize_beta(&n, &sb, (&[1.0], 0.0), &splits, ReluLower::Area, None).unwrap();
         let (lb, _) = relaxed_bound(&n, &sb, &[1.0], &splits, &beta, ReluLower::Area).unwrap();
         assert!(lb > -0.2 && beta[0] > 0.8, "{lb} {beta:?}");
     }

@@ -58,6 +58,9 @@ pub(crate) enum Branching {
     Relus,
 }
 
+/// Per half-space of a leaf: the β to start from, if any.
+type Warm = Vec<Option<Vec<f64>>>;
+
 /// A leaf of the search: its box and open disjuncts, the bounds it starts
 /// from, and the last layer whose bounds it shares with its parent.
 struct Leaf<T> {
@@ -65,6 +68,8 @@ struct Leaf<T> {
     prior: Option<Rc<NodeBounds<T>>>,
     after: Option<usize>,
     splits: Vec<SplitConstraint>,
+    /// Per half-space of `sp`: the β its parent's row ended with.
+    betas: Warm,
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
@@ -103,7 +108,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Branching::Relus => self.opts.max_relu_leaves,
         };
         // The root is analysed again, for its node bounds.
-        let mut open = vec![Leaf { sp: sp.clone(), prior: None, after: None, splits: Vec::new() }];
+        let mut open = vec![Leaf { sp: sp.clone(), prior: None, after: None, splits: Vec::new(), betas: Vec::new() }];
         let mut analysed = 0;
         while !open.is_empty() {
             let late = deadline.is_some_and(|d| Instant::now() >= d);
@@ -117,9 +122,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
             let within: Vec<Within<'_, T>> = leaves
                 .iter()
-                .map(|l| Within { prior: l.prior.as_deref(), after: l.after, splits: &l.splits })
+                .map(|l| Within { prior: l.prior.as_deref(), after: l.after, splits: &l.splits, betas: &l.betas })
                 .collect();
-            let (res, bounds) = match self.analyze_within(&refs, &within, deadline) {
+            let (res, bounds, betas) = match self.analyze_within(&refs, &within, deadline) {
                 Err(AnalysisError::Timeout) => {
                     stats.leaves_open += open.len() + leaves.len();
                     return Ok(Search::Open { timed_out: true });
@@ -150,7 +155,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let mut bounds: Vec<Option<NodeBounds<T>>> = bounds.into_iter().map(Some).collect();
             let children = match how {
                 Branching::Inputs => self.input_children(&sps, &lbs, &todo, &mut bounds)?,
-                Branching::Relus => self.relu_children(&sps, &lbs, &todo, &mut bounds, &leaves),
+                Branching::Relus => {
+                    // Each open half-space's β, to start its children's search from.
+                    let warm: Vec<Warm> = todo
+                        .iter()
+                        .map(|&i| {
+                            let (region, l) = (&leaves[i].sp.unsafe_region, &res[i].0);
+                            kept(region, l).into_iter().map(|h| betas.get(&(i, h)).cloned()).collect()
+                        })
+                        .collect();
+                    self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm))
+                }
             };
             let Some(children) = children else {
                 if std::env::var("POLYCERT_DEBUG_BAB").is_ok() {
@@ -179,7 +194,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 return Ok(None);
             }
             let parent = bounds[i].take().map(Rc::new);
-            out.extend(h.into_iter().map(|sp| Leaf { sp, prior: parent.clone(), after: None, splits: Vec::new() }));
+            out.extend(h.into_iter().map(|sp| Leaf {
+                sp,
+                prior: parent.clone(),
+                after: None,
+                splits: Vec::new(),
+                betas: Vec::new(),
+            }));
         }
         Ok(Some(out))
     }
@@ -192,7 +213,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         lbs: &[&[f64]],
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
-        leaves: &[Leaf<T>],
+        (leaves, warm): (&[Leaf<T>], &[Warm]),
     ) -> Option<Vec<Leaf<T>>> {
         use rayon::prelude::*;
         let _p = crate::profile::span("branch.choose");
@@ -209,13 +230,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             })
             .collect();
         let mut out = Vec::with_capacity(2 * sps.len());
-        for ((sp, s), &i) in sps.iter().zip(chosen).zip(todo) {
+        for (((sp, s), &i), warm) in sps.iter().zip(chosen).zip(todo).zip(warm) {
             let s = s?;
             let b = bounds[i].take()?;
             for (child, active) in crate::branch::split_children(&b, s).into_iter().zip([true, false]) {
                 let mut splits = leaves[i].splits.clone();
                 splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
-                out.push(Leaf { sp: (*sp).clone(), prior: Some(Rc::new(child)), after: Some(s.node), splits });
+                let (prior, after, betas) = (Some(Rc::new(child)), Some(s.node), warm.clone());
+                out.push(Leaf { sp: (*sp).clone(), prior, after, splits, betas });
             }
         }
         Some(out)
@@ -272,6 +294,21 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             })
             .collect())
     }
+}
+
+/// The (flattened) indices of the half-spaces of the disjuncts `lbs` do
+/// not prove, in order: [`open_part`]'s half-spaces.
+fn kept(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> Vec<usize> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for conj in region {
+        let l = &lbs[at..at + conj.len()];
+        if !l.iter().any(|&v| v > 0.0) {
+            out.extend(at..at + conj.len());
+        }
+        at += conj.len();
+    }
+    out
 }
 
 /// `sp` without the disjuncts `lbs` (its half-spaces' lower bounds) prove.
