@@ -350,8 +350,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             let again = self.prove_output(&mut st, sps, &open, Some(&get), deadline)?;
             for (&s, (l2, p2)) in open.iter().zip(again) {
-                let lbs = res[s].0.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
-                res[s] = (lbs, p2);
+                let lbs: Vec<f64> = res[s].0.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
+                // A disjunct either pass proved is proved.
+                let proved = p2 || all_disjuncts_proved(&sps[s].unsafe_region, &lbs);
+                res[s] = (lbs, proved);
             }
         }
         Ok((res, Some(st), betas))
@@ -425,6 +427,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             _ => Ok(()),
         }
     }
+}
+
+/// Whether every disjunct has a half-space with lower bound > 0 (`lbs`
+/// flattened in order).
+fn all_disjuncts_proved(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> bool {
+    let mut at = 0;
+    region.iter().all(|conj| {
+        let l = lbs.get(at..at + conj.len());
+        at += conj.len();
+        l.is_some_and(|l| l.iter().any(|&v| v > 0.0))
+    })
 }
 
 /// A property's verdict from its sub-problems' results, in order: the

@@ -34,6 +34,7 @@ pub(crate) type SlotBounds<'b, T> = Vec<(&'b [T], &'b [T])>;
 /// the same β then proves the row).
 const STEPS: usize = 20;
 const WARM_STEPS: usize = 6;
+const STABLE_STEPS: usize = 300;
 const LR: f64 = 0.05;
 const PROVED_MARGIN: f64 = 1e-4;
 
@@ -52,10 +53,17 @@ pub(crate) fn optimize_beta<T: Fp>(
     }
     let k = splits.len();
     let (mut beta, mut m, mut v) = (vec![0.0; k], vec![0.0; k], vec![0.0; k]);
-    let mut steps = STEPS;
+    // With every ReLU stable the relaxation is exact, and the best β gives
+    // the leaf's exact minimum (LP duality): worth a long search, as the leaf
+    // cannot be split further.
+    let stable = net.nodes().iter().filter(|n| n.op == Op::Relu).all(|n| {
+        let (lo, hi) = bounds[n.inputs[0]];
+        lo.iter().zip(hi).all(|(l, h)| !(*l < T::zero() && *h > T::zero()))
+    });
+    let mut steps = if stable { STABLE_STEPS } else { STEPS };
     if let Some(b) = start.filter(|b| b.len() <= k) {
         beta[..b.len()].copy_from_slice(b);
-        steps = WARM_STEPS;
+        steps = if stable { STABLE_STEPS } else { WARM_STEPS };
     }
     let (mut best, mut best_beta) = (f64::NEG_INFINITY, None);
     for t in 1..=steps + 1 {
