@@ -59,6 +59,10 @@ pub struct AnalysisArgs {
     /// PGD steps to look for a counterexample when a property is not proved (0: none).
     #[arg(long, default_value_t = 20)]
     attack_steps: usize,
+    /// Random restarts of the attack after the analysis (each attacked disjunct
+    /// also starts from this many points drawn from the box).
+    #[arg(long, default_value_t = 0)]
+    attack_restarts: usize,
     /// Attack every disjunct before the analysis instead of the weakest ones after it.
     #[arg(long)]
     attack_first: bool,
@@ -108,6 +112,7 @@ impl AnalysisArgs {
             refine: !self.no_refine,
             attack_steps: self.attack_steps,
             attack_first: self.attack_first,
+            attack_restarts: self.attack_restarts,
             split_inputs: if self.no_bab { 0 } else { Options::default().split_inputs },
             split_relus: !self.no_bab,
             timeout: timeout.map(Duration::from_secs_f64),

@@ -30,6 +30,9 @@ pub struct Options {
     pub timeout: Option<Duration>,
     /// PGD steps tried when the analysis cannot prove a sub-problem (0: none).
     pub attack_steps: usize,
+    /// Random restarts of the attack after the analysis, besides the run from
+    /// the box centre (each disjunct attacked from `1 + attack_restarts` points).
+    pub attack_restarts: usize,
     /// Attack every disjunct before the analysis (as VNN-COMP tools do)
     /// instead of the weakest ones after it.
     pub attack_first: bool,
@@ -60,6 +63,7 @@ impl Default for Options {
             timeout: None,
             attack_steps: 20,
             attack_first: false,
+            attack_restarts: 0,
             split_inputs: 16,
             max_leaves: 1 << 16,
             split_relus: true,

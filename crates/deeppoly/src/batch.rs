@@ -225,7 +225,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let targets: Vec<Target<'_>> = (0..sps.len())
             .filter(|&g| hits[g].is_none())
             .flat_map(|g| (0..sps[g].unsafe_region.len()).map(move |d| (g, d)))
-            .map(|(group, disjunct)| Target { sp: sps[group], disjunct, group })
+            .map(|(group, disjunct)| Target { sp: sps[group], disjunct, group, restart: 0 })
             .collect();
         let found = self.attack_or_nothing(&targets, sps.len(), deadline);
         for (h, f) in hits.iter_mut().zip(found) {
@@ -265,7 +265,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let Ok((slots, _)) = plan else { continue };
             if let Some(&s) = slots.iter().find(|&&s| !results[s].1) {
                 for disjunct in crate::attack::weakest_disjuncts(work[s], &results[s].0, 3) {
-                    targets.push(Target { sp: work[s], disjunct, group });
+                    for restart in 0..=self.opts.attack_restarts as u32 {
+                        targets.push(Target { sp: work[s], disjunct, group, restart });
+                    }
                 }
             }
         }

@@ -21,6 +21,9 @@ pub struct Target<'p> {
     pub sp: &'p SubProblem,
     pub disjunct: usize,
     pub group: usize,
+    /// 0: start at the box centre; `r > 0`: at a point drawn uniformly from
+    /// the box (seeded by `r`), a random restart.
+    pub restart: u32,
 }
 
 /// The attack's step recorded once per analyzer and point count
@@ -111,13 +114,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (mut lo, mut hi, mut x0) = (Vec::with_capacity(p * n_in), Vec::with_capacity(p * n_in), Vec::new());
         for t in pts {
             let b = &t.sp.input;
+            let mut rng = crate::testnets::SplitMix(0x5EED_0000 ^ u64::from(t.restart) << 32 ^ t.disjunct as u64);
             for ((&l, &h), c) in b.lo.iter().zip(&b.hi).zip(b.centre()) {
                 // Inside the box in `T` where it can be; the f32 check nudges.
                 let (lt, ht) = (fp::from_f64_up::<T>(l), fp::from_f64_down::<T>(h));
                 let (lt, ht) = if lt <= ht { (lt, ht) } else { (T::from_f64_nearest(l), T::from_f64_nearest(l)) };
                 lo.push(lt);
                 hi.push(ht);
-                x0.push(T::from_f64_nearest(c).max(lt).min(ht));
+                let start = if t.restart == 0 { c } else { l + (h - l) * rng.unit() };
+                x0.push(T::from_f64_nearest(start).max(lt).min(ht));
             }
         }
         let alphas: Vec<T> = (0..steps)

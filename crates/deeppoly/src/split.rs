@@ -261,6 +261,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     sp,
                     disjunct: d,
                     group: g,
+                    restart: 0,
                 })
             })
             .collect();
