@@ -132,9 +132,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 r => r?,
             };
             let todo: Vec<usize> = (0..leaves.len()).filter(|&i| !res[i].1).collect();
-            if std::env::var("POLYCERT_DEBUG_BAB").is_ok() {
-                eprintln!("round: {} leaves, res {:?}", leaves.len(), res);
-            }
             stats.leaves_proved += leaves.len() - todo.len();
             if todo.is_empty() {
                 continue;
@@ -168,9 +165,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             };
             let Some(children) = children else {
-                if std::env::var("POLYCERT_DEBUG_BAB").is_ok() {
-                    eprintln!("cannot split: lbs {:?}", lbs);
-                }
                 stats.leaves_open += open.len() + todo.len();
                 return Ok(Search::Open { timed_out: false });
             };
