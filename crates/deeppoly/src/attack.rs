@@ -153,17 +153,9 @@ pub fn reference_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Ve
 /// The `k` disjuncts closest to being reachable: those whose best certified
 /// lower bound (over their half-spaces, flattened in `lbs`) is smallest.
 pub fn weakest_disjuncts(sp: &SubProblem, lbs: &[f64], k: usize) -> Vec<usize> {
-    let mut at = 0;
-    let mut best: Vec<(f64, usize)> = Vec::with_capacity(sp.unsafe_region.len());
-    for (i, conj) in sp.unsafe_region.iter().enumerate() {
-        let b = lbs
-            .get(at..at + conj.len())
-            .map_or(f64::NEG_INFINITY, |s| s.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-        best.push((b, i));
-        at += conj.len();
-    }
-    best.sort_by(|a, b| a.0.total_cmp(&b.0));
-    best.into_iter().filter(|&(b, _)| b <= 0.0).take(k).map(|(_, i)| i).collect()
+    let mut open = crate::property::unproved_disjuncts(&sp.unsafe_region, lbs);
+    open.sort_by(|a, b| a.2.total_cmp(&b.2));
+    open.into_iter().take(k).map(|(d, _, _)| d).collect()
 }
 
 /// `x` in float32, nudged to stay inside `[lo, hi]`.

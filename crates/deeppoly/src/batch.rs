@@ -354,7 +354,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             for (&s, (l2, p2)) in open.iter().zip(again) {
                 let lbs: Vec<f64> = res[s].0.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
                 // A disjunct either pass proved is proved.
-                let proved = p2 || all_disjuncts_proved(&sps[s].unsafe_region, &lbs);
+                let proved = p2 || crate::property::unproved_disjuncts(&sps[s].unsafe_region, &lbs).is_empty();
                 res[s] = (lbs, proved);
             }
         }
@@ -429,17 +429,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             _ => Ok(()),
         }
     }
-}
-
-/// Whether every disjunct has a half-space with lower bound > 0 (`lbs`
-/// flattened in order).
-fn all_disjuncts_proved(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> bool {
-    let mut at = 0;
-    region.iter().all(|conj| {
-        let l = lbs.get(at..at + conj.len());
-        at += conj.len();
-        l.is_some_and(|l| l.iter().any(|&v| v > 0.0))
-    })
 }
 
 /// A property's verdict from its sub-problems' results, in order: the

@@ -112,13 +112,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 res.push((vec![f64::INFINITY; m], true));
                 continue;
             }
-            let start = k;
-            let mut proved = true;
-            for conj in &sps[s].unsafe_region {
-                proved &= lbs[k..k + conj.len()].iter().any(|&l| l > 0.0);
-                k += conj.len();
-            }
-            res.push((lbs[start..k].to_vec(), proved));
+            let m: usize = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
+            let l = lbs[k..k + m].to_vec();
+            k += m;
+            let proved = crate::property::unproved_disjuncts(&sps[s].unsafe_region, &l).is_empty();
+            res.push((l, proved));
         }
         Ok(res)
     }

@@ -87,6 +87,26 @@ pub struct Halfspace {
     pub d: f64,
 }
 
+/// The disjuncts of `region` that `lbs` (its half-spaces' certified lower
+/// bounds of `c·y − d`, flattened in order) do not prove infeasible (no
+/// half-space with a bound > 0), each with its half-spaces' range in `lbs`
+/// and its best bound (the largest of them; −∞ where missing: a missing or
+/// NaN bound proves nothing).
+pub fn unproved_disjuncts(region: &[Vec<Halfspace>], lbs: &[f64]) -> Vec<(usize, std::ops::Range<usize>, f64)> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for (d, conj) in region.iter().enumerate() {
+        let r = at..at + conj.len();
+        at = r.end;
+        let best =
+            lbs.get(r.clone()).map_or(f64::NEG_INFINITY, |l| l.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        if best <= 0.0 {
+            out.push((d, r, best));
+        }
+    }
+    out
+}
+
 /// One input box with the unsafe region `∪_i ∩_k H_ik` over the outputs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SubProblem {

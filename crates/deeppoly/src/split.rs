@@ -23,7 +23,7 @@ use crate::batch::{NodeBounds, Within};
 use crate::ir::Op;
 use crate::lagrange::SplitConstraint;
 use crate::pgd::Target;
-use crate::property::{Counterexample, SubProblem};
+use crate::property::{Counterexample, SubProblem, unproved_disjuncts};
 use polycert_interval::Fp;
 use std::rc::Rc;
 use std::time::Instant;
@@ -137,10 +137,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 continue;
             }
             // Each open leaf keeps the disjuncts it has not proved.
-            let todo_sps: Vec<SubProblem> = todo.iter().map(|&i| open_part(refs[i], &res[i].0)).collect();
-            let todo_lbs: Vec<Vec<f64>> = todo.iter().map(|&i| open_lbs(refs[i], &res[i].0)).collect();
-            let sps: Vec<&SubProblem> = todo_sps.iter().collect();
-            let lbs: Vec<&[f64]> = todo_lbs.iter().map(|l| &l[..]).collect();
+            let parts: Vec<_> = todo.iter().map(|&i| open_part(refs[i], &res[i].0)).collect();
+            let sps: Vec<&SubProblem> = parts.iter().map(|p| &p.0).collect();
+            let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.1[..]).collect();
             // ReLU leaves share their box: their centre and PGD are the root's.
             if how == Branching::Inputs
                 && let Some(c) = self.falsify_leaves(&sps, &lbs, deadline)
@@ -156,10 +155,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     // Each open half-space's β, to start its children's search from.
                     let warm: Vec<Warm> = todo
                         .iter()
-                        .map(|&i| {
-                            let (region, l) = (&leaves[i].sp.unsafe_region, &res[i].0);
-                            kept(region, l).into_iter().map(|h| betas.get(&(i, h)).cloned()).collect()
-                        })
+                        .zip(&parts)
+                        .map(|(&i, (_, _, kept))| kept.iter().map(|&h| betas.get(&(i, h)).cloned()).collect())
                         .collect();
                     self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm))
                 }
@@ -291,47 +288,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 }
 
-/// The (flattened) indices of the half-spaces of the disjuncts `lbs` do
-/// not prove, in order: [`open_part`]'s half-spaces.
-fn kept(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> Vec<usize> {
-    let mut at = 0;
-    let mut out = Vec::new();
-    for conj in region {
-        let l = &lbs[at..at + conj.len()];
-        if !l.iter().any(|&v| v > 0.0) {
-            out.extend(at..at + conj.len());
-        }
-        at += conj.len();
-    }
-    out
-}
-
-/// `sp` without the disjuncts `lbs` (its half-spaces' lower bounds) prove.
-fn open_part(sp: &SubProblem, lbs: &[f64]) -> SubProblem {
-    let mut at = 0;
-    let mut out = SubProblem { input: sp.input.clone(), unsafe_region: Vec::new() };
-    for conj in &sp.unsafe_region {
-        let l = &lbs[at..at + conj.len()];
-        at += conj.len();
-        if !l.iter().any(|&v| v > 0.0) {
-            out.unsafe_region.push(conj.clone());
-        }
-    }
-    out
-}
-
-/// The lower bounds of [`open_part`]'s half-spaces.
-fn open_lbs(sp: &SubProblem, lbs: &[f64]) -> Vec<f64> {
-    let mut at = 0;
-    let mut out = Vec::new();
-    for conj in &sp.unsafe_region {
-        let l = &lbs[at..at + conj.len()];
-        at += conj.len();
-        if !l.iter().any(|&v| v > 0.0) {
-            out.extend_from_slice(l);
-        }
-    }
-    out
+/// `sp` without the disjuncts `lbs` (its half-spaces' lower bounds) prove,
+/// the lower bounds of its half-spaces, and their indices in `lbs`.
+fn open_part(sp: &SubProblem, lbs: &[f64]) -> (SubProblem, Vec<f64>, Vec<usize>) {
+    let open = unproved_disjuncts(&sp.unsafe_region, lbs);
+    let region = open.iter().map(|(d, _, _)| sp.unsafe_region[*d].clone()).collect();
+    let kept: Vec<usize> = open.into_iter().flat_map(|(_, r, _)| r).collect();
+    let l = kept.iter().map(|&h| lbs.get(h).copied().unwrap_or(f64::NEG_INFINITY)).collect();
+    (SubProblem { input: sp.input.clone(), unsafe_region: region }, l, kept)
 }
 
 /// The two halves of `sp` cut at the midpoint of input `d` (none when the
@@ -351,18 +315,7 @@ fn halves(sp: &SubProblem, d: usize) -> Vec<SubProblem> {
 /// The largest lower bound among the half-spaces of each disjunct, the
 /// smallest over the disjuncts that are not closed (`lbs` flattened).
 fn weakest(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> f64 {
-    let mut at = 0;
-    let mut worst = f64::INFINITY;
-    for conj in region {
-        let best = lbs
-            .get(at..at + conj.len())
-            .map_or(f64::NEG_INFINITY, |s| s.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-        at += conj.len();
-        if best <= 0.0 {
-            worst = worst.min(best);
-        }
-    }
-    worst
+    unproved_disjuncts(region, lbs).into_iter().map(|(_, _, best)| best).fold(f64::INFINITY, f64::min)
 }
 
 /// In the weakest open disjunct, the half-space with the largest lower bound.
