@@ -72,81 +72,20 @@ impl<B: crate::backend::Backend<T>, T: polycert_interval::Fp> crate::analysis::A
 /// reference for the backends' gradients).
 pub fn reference_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Vec<f64> {
     let mut grads: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
-    let last = net.output();
-    grads[last].copy_from_slice(g_out);
-    for id in (1..=last).rev() {
-        let node = net.node(id);
-        let g = std::mem::take(&mut grads[id]);
-        if g.iter().all(|&v| v == 0.0) {
-            continue;
+    grads[net.output()].copy_from_slice(g_out);
+    crate::eval::backpropagate(net, &mut grads, |id, g, gx| {
+        let x = &vals[net.node(id).inputs[0]];
+        match net.node(id).op {
+            Op::Relu => gx.iter_mut().zip(g).zip(x).filter(|(_, x)| **x > 0.0).for_each(|((a, &v), _)| *a += v),
+            Op::Sigmoid => gx.iter_mut().zip(g).zip(x).for_each(|((a, &v), &x)| {
+                let s = 1.0 / (1.0 + (-x).exp());
+                *a += v * s * (1.0 - s);
+            }),
+            // Pooling: no gradient (the attack still tries the box centre and corners).
+            _ => {}
         }
-        let x0 = node.inputs[0];
-        match &node.op {
-            Op::Dense { weight, .. } => {
-                let n = vals[x0].len();
-                let gx = &mut grads[x0];
-                for (i, &gi) in g.iter().enumerate() {
-                    if gi != 0.0 {
-                        for (gj, w) in gx.iter_mut().zip(&weight[i * n..(i + 1) * n]) {
-                            *gj += gi * w;
-                        }
-                    }
-                }
-            }
-            Op::Conv2d(c) => {
-                let (si, so, sw) = (net.node(x0).shape, node.shape, c.stride.1);
-                let gx = &mut grads[x0];
-                crate::eval::conv_runs(c, si, so, |w, o, i, n| {
-                    for (t, &gt) in g[o..o + n].iter().enumerate() {
-                        gx[i + t * sw] += w * gt;
-                    }
-                });
-            }
-            Op::Relu => {
-                for (j, &gi) in g.iter().enumerate() {
-                    if vals[x0][j] > 0.0 {
-                        grads[x0][j] += gi;
-                    }
-                }
-            }
-            Op::Sigmoid => {
-                for (j, &gi) in g.iter().enumerate() {
-                    let s = 1.0 / (1.0 + (-vals[x0][j]).exp());
-                    grads[x0][j] += gi * s * (1.0 - s);
-                }
-            }
-            Op::Add => {
-                for &k in &node.inputs {
-                    for (j, &gi) in g.iter().enumerate() {
-                        grads[k][j] += gi;
-                    }
-                }
-            }
-            Op::Reshape => {
-                for (j, &gi) in g.iter().enumerate() {
-                    grads[x0][j] += gi;
-                }
-            }
-            Op::ChannelAffine { mul, .. } => {
-                let hw = node.shape.h * node.shape.w;
-                for (j, &gi) in g.iter().enumerate() {
-                    grads[x0][j] += gi * mul[j / hw].midpoint();
-                }
-            }
-            Op::Concat => {
-                let mut off = 0;
-                for &k in &node.inputs {
-                    let n = grads[k].len();
-                    for j in 0..n {
-                        grads[k][j] += g[off + j];
-                    }
-                    off += n;
-                }
-            }
-            // Pooling and inputs: no gradient (the attack still tries the box centre and corners).
-            Op::MaxPool2d(_) | Op::AvgPool2d(_) | Op::Input => {}
-        }
-    }
+        true
+    });
     std::mem::take(&mut grads[0])
 }
 

@@ -80,77 +80,27 @@ pub(crate) fn relaxed_coefficients<T: Fp>(
     lower: ReluLower,
 ) -> Vec<Vec<f64>> {
     let mut coef: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
-    let last = net.output();
-    coef[last].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
-    for id in (1..=last).rev() {
-        let node = net.node(id);
-        let g = std::mem::take(&mut coef[id]);
-        if g.iter().all(|&v| v == 0.0) {
-            coef[id] = g;
-            continue;
-        }
-        let x0 = node.inputs[0];
-        match &node.op {
-            Op::Dense { weight, .. } => {
-                let n = coef[x0].len();
-                let gx = &mut coef[x0];
-                for (i, &gi) in g.iter().enumerate() {
-                    if gi != 0.0 {
-                        for (gj, w) in gx.iter_mut().zip(&weight[i * n..(i + 1) * n]) {
-                            *gj += gi * w;
-                        }
-                    }
-                }
-            }
-            Op::Conv2d(cv) => {
-                let (si, so, sw) = (net.node(x0).shape, node.shape, cv.stride.1);
-                let gx = &mut coef[x0];
-                crate::eval::conv_runs(cv, si, so, |w, o, i, n| {
-                    for (t, &gt) in g[o..o + n].iter().enumerate() {
-                        gx[i + t * sw] += w * gt;
-                    }
-                });
-            }
+    coef[net.output()].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
+    crate::eval::backpropagate(net, &mut coef, |id, g, gx| {
+        let (lo, hi) = &bounds[net.node(id).inputs[0]];
+        match net.node(id).op {
             Op::Relu => {
-                let (lo, hi) = &bounds[x0];
-                for (j, &gj) in g.iter().enumerate() {
+                for (j, (a, &gj)) in gx.iter_mut().zip(g).enumerate() {
                     let r = relu_relax(lo[j], hi[j], lower);
-                    let slope = if gj >= 0.0 { r.lam_lo } else { r.lam_up };
-                    coef[x0][j] += gj * slope.to_f64_exact();
+                    *a += gj * if gj >= 0.0 { r.lam_lo } else { r.lam_up }.to_f64_exact();
                 }
             }
             Op::Sigmoid => {
-                let (lo, hi) = &bounds[x0];
-                for (j, &gj) in g.iter().enumerate() {
+                for (j, (a, &gj)) in gx.iter_mut().zip(g).enumerate() {
                     let m = (lo[j].to_f64_exact() + hi[j].to_f64_exact()) / 2.0;
                     let s = 1.0 / (1.0 + (-m).exp());
-                    coef[x0][j] += gj * s * (1.0 - s);
+                    *a += gj * s * (1.0 - s);
                 }
             }
-            Op::Add => {
-                for &k in &node.inputs {
-                    coef[k].iter_mut().zip(&g).for_each(|(a, &v)| *a += v);
-                }
-            }
-            Op::Reshape => coef[x0].iter_mut().zip(&g).for_each(|(a, &v)| *a += v),
-            Op::ChannelAffine { mul, .. } => {
-                let hw = (node.shape.h * node.shape.w).max(1);
-                for (j, &gj) in g.iter().enumerate() {
-                    coef[x0][j] += gj * mul[j / hw].midpoint();
-                }
-            }
-            Op::Concat => {
-                let mut off = 0;
-                for &k in &node.inputs {
-                    let n = coef[k].len();
-                    coef[k].iter_mut().zip(&g[off..off + n]).for_each(|(a, &v)| *a += v);
-                    off += n;
-                }
-            }
-            Op::MaxPool2d(_) | Op::AvgPool2d(_) | Op::Input => {}
+            _ => {}
         }
-        coef[id] = g;
-    }
+        true
+    });
     coef
 }
 

@@ -149,6 +149,75 @@ pub fn eval_node<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]]) -> Vec<F>
     }
 }
 
+/// Backpropagates per-node coefficients (`coef[k]`: one per value of node
+/// `k`, set by the caller) from the output to the input. The affine layers
+/// are exact (a ChannelAffine at its midpoint); `local(id, g, gx)` adds the
+/// coefficients `g` of a ReLU, σ or pooling node `id` times its local slope
+/// into its input's `gx`, and returns `false` to stop (then `false` is
+/// returned and the coefficients below are incomplete). Every node keeps its
+/// own coefficients.
+pub(crate) fn backpropagate(
+    net: &Network,
+    coef: &mut [Vec<f64>],
+    mut local: impl FnMut(usize, &[f64], &mut [f64]) -> bool,
+) -> bool {
+    for id in (1..=net.output()).rev() {
+        let node = net.node(id);
+        let g = std::mem::take(&mut coef[id]);
+        let x0 = node.inputs[0];
+        let go_on = match &node.op {
+            Op::Dense { weight, .. } => {
+                let n = coef[x0].len();
+                for (i, &gi) in g.iter().enumerate().filter(|(_, gi)| **gi != 0.0) {
+                    coef[x0].iter_mut().zip(&weight[i * n..(i + 1) * n]).for_each(|(a, w)| *a += gi * w);
+                }
+                true
+            }
+            Op::Conv2d(c) => {
+                let (si, so, sw) = (net.node(x0).shape, node.shape, c.stride.1);
+                let gx = &mut coef[x0];
+                conv_runs(c, si, so, |w, o, i, n| {
+                    for (t, &gt) in g[o..o + n].iter().enumerate() {
+                        gx[i + t * sw] += w * gt;
+                    }
+                });
+                true
+            }
+            Op::Add => {
+                for &k in &node.inputs {
+                    coef[k].iter_mut().zip(&g).for_each(|(a, &v)| *a += v);
+                }
+                true
+            }
+            Op::Reshape => {
+                coef[x0].iter_mut().zip(&g).for_each(|(a, &v)| *a += v);
+                true
+            }
+            Op::ChannelAffine { mul, .. } => {
+                let hw = (node.shape.h * node.shape.w).max(1);
+                coef[x0].iter_mut().zip(&g).enumerate().for_each(|(j, (a, &v))| *a += v * mul[j / hw].midpoint());
+                true
+            }
+            Op::Concat => {
+                let mut off = 0;
+                for &k in &node.inputs {
+                    let n = coef[k].len();
+                    coef[k].iter_mut().zip(&g[off..off + n]).for_each(|(a, &v)| *a += v);
+                    off += n;
+                }
+                true
+            }
+            Op::Input => true,
+            Op::Relu | Op::Sigmoid | Op::MaxPool2d(_) | Op::AvgPool2d(_) => local(id, &g, &mut coef[x0]),
+        };
+        coef[id] = g;
+        if !go_on {
+            return false;
+        }
+    }
+    true
+}
+
 /// Output of the network on `x`.
 pub fn eval<F: EvalFloat>(net: &Network, x: &[F]) -> Vec<F> {
     eval_all(net, x).pop().unwrap_or_default()

@@ -106,66 +106,30 @@ fn relaxed_bound<T: Fp>(
     }
     // Per ReLU node and neuron: the line `y = a·x + b` the bound uses.
     let mut lines: Vec<Vec<(f64, f64)>> = vec![Vec::new(); nodes.len()];
-    for id in (1..nodes.len()).rev() {
-        let node = &nodes[id];
-        let g = std::mem::take(&mut coef[id]);
-        let x0 = node.inputs[0];
-        match &node.op {
-            Op::Relu => {
-                let (lo, hi) = bounds[x0];
-                let mut l = Vec::with_capacity(g.len());
-                for (j, &gj) in g.iter().enumerate() {
-                    let r = relu_relax(lo[j], hi[j], lower);
-                    let line = if gj >= 0.0 {
-                        (r.lam_lo.to_f64_exact(), 0.0)
-                    } else {
-                        (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact())
-                    };
-                    coef[x0][j] += gj * line.0;
-                    l.push(line);
-                }
-                lines[id] = l;
-            }
-            Op::Dense { weight, .. } => {
-                let n = coef[x0].len();
-                for (i, &gi) in g.iter().enumerate() {
-                    if gi != 0.0 {
-                        coef[x0].iter_mut().zip(&weight[i * n..(i + 1) * n]).for_each(|(a, w)| *a += gi * w);
-                    }
-                }
-            }
-            Op::Conv2d(cv) => {
-                let (si, so, sw) = (net.node(x0).shape, node.shape, cv.stride.1);
-                let gx = &mut coef[x0];
-                crate::eval::conv_runs(cv, si, so, |w, o, i, n| {
-                    for (t, &gt) in g[o..o + n].iter().enumerate() {
-                        gx[i + t * sw] += w * gt;
-                    }
-                });
-            }
-            Op::Add => {
-                for &k in &node.inputs {
-                    coef[k].iter_mut().zip(&g).for_each(|(a, &v)| *a += v);
-                }
-            }
-            Op::Reshape => coef[x0].iter_mut().zip(&g).for_each(|(a, &v)| *a += v),
-            Op::ChannelAffine { mul, .. } => {
-                let hw = (node.shape.h * node.shape.w).max(1);
-                for (j, &gj) in g.iter().enumerate() {
-                    coef[x0][j] += gj * mul[j / hw].midpoint();
-                }
-            }
-            Op::Concat => {
-                let mut off = 0;
-                for &k in &node.inputs {
-                    let n = coef[k].len();
-                    coef[k].iter_mut().zip(&g[off..off + n]).for_each(|(a, &v)| *a += v);
-                    off += n;
-                }
-            }
-            Op::AvgPool2d(_) => return None,
-            Op::Input | Op::Sigmoid | Op::MaxPool2d(_) => return None,
+    let complete = crate::eval::backpropagate(net, &mut coef, |id, g, gx| {
+        if nodes[id].op != Op::Relu {
+            return false;
         }
+        let (lo, hi) = bounds[nodes[id].inputs[0]];
+        lines[id] = g
+            .iter()
+            .zip(gx)
+            .enumerate()
+            .map(|(j, (&gj, a))| {
+                let r = relu_relax(lo[j], hi[j], lower);
+                let line = if gj >= 0.0 {
+                    (r.lam_lo.to_f64_exact(), 0.0)
+                } else {
+                    (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact())
+                };
+                *a += gj * line.0;
+                line
+            })
+            .collect();
+        true
+    });
+    if !complete {
+        return None;
     }
     // The minimising input corner, then the relaxed network there.
     let (lo, hi) = bounds[0];
