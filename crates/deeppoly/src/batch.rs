@@ -286,7 +286,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// [`Analyzer::analyze_subproblems`] for search leaves (see [`Within`]);
-    /// also returns every slot's final node bounds and the rows' β.
+    /// also returns every open slot's final node bounds (none for a proved
+    /// slot) and the rows' β.
     pub(crate) fn analyze_within(
         &self,
         sps: &[&SubProblem],
@@ -294,9 +295,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         deadline: Option<Instant>,
     ) -> Result<Searched<T>, AnalysisError> {
         let (res, st, betas) = self.analyze_state(sps, within, deadline)?;
+        // Only open slots are split further: a proved one's bounds are not copied.
         let bounds = (0..sps.len())
             .map(|s| {
                 st.iter()
+                    .filter(|_| !res[s].1)
                     .flat_map(|st| &st.bounds)
                     .map(|b| {
                         let n = b.lo.len() / sps.len();
