@@ -71,6 +71,10 @@ pub struct AnalysisArgs {
     /// with at most 16 inputs, on its unstable ReLUs for the others.
     #[arg(long)]
     no_bab: bool,
+    /// Keep DeepPoly's lower ReLU slopes: do not optimise them for the
+    /// property's output rows (α-CROWN style) in the second pass.
+    #[arg(long)]
+    no_alpha: bool,
     /// Worker threads, each analysing its own batches (on CUDA, each with its
     /// own stream); results stay in order. Default: on CUDA up to 3 when
     /// there is more than one batch (one worker's host work overlaps the
@@ -115,6 +119,7 @@ impl AnalysisArgs {
             attack_restarts: self.attack_restarts,
             split_inputs: if self.no_bab { 0 } else { Options::default().split_inputs },
             split_relus: !self.no_bab,
+            optimize_slopes: !self.no_alpha,
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,
             ..Options::default()

@@ -48,6 +48,9 @@ pub struct Options {
     /// Most leaves one sub-problem's ReLU splitting analyses when no timeout
     /// bounds it.
     pub max_relu_leaves: usize,
+    /// Optimise the unstable ReLUs' lower slopes of a property's output
+    /// rows (α-CROWN, `lagrange.rs`) in the second pass.
+    pub optimize_slopes: bool,
 }
 
 impl Default for Options {
@@ -68,6 +71,7 @@ impl Default for Options {
             max_leaves: 1 << 16,
             split_relus: true,
             max_relu_leaves: 1 << 10,
+            optimize_slopes: true,
         }
     }
 }

@@ -7,7 +7,7 @@
 use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
 use crate::forward::RunState;
-use crate::lagrange::{SlotBounds, SplitConstraint};
+use crate::lagrange::{Chosen, Objective, Slopes, SlotBounds, SplitConstraint};
 use crate::pgd::Target;
 use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
@@ -30,16 +30,24 @@ type Plan = (Vec<usize>, Option<Counterexample>);
 /// One box's bounds of every node, `(lo, hi)` per node.
 pub(crate) type NodeBounds<T> = Vec<(Vec<T>, Vec<T>)>;
 
-/// The slots' results, the run state they came from, and the β of each
-/// (slot, half-space) row that got Lagrangian terms.
-type Analysed<T, Buf> = (Vec<SlotResult>, Option<RunState<T, Buf>>, Betas);
+/// The slots' results, the run state they came from, and the parameters
+/// their output rows were bounded with.
+type Analysed<T, Buf> = (Vec<SlotResult>, Option<RunState<T, Buf>>, Duals);
 
 /// β per (slot, half-space index within the slot), one per split constraint.
 pub(crate) type Betas = HashMap<(usize, usize), Vec<f64>>;
 
+/// The parameters the output rows were bounded with: β per (slot,
+/// half-space), and per slot its optimised lower slopes.
+#[derive(Default)]
+pub(crate) struct Duals {
+    pub betas: Betas,
+    pub slopes: HashMap<usize, Slopes>,
+}
+
 /// What [`Analyzer::analyze_within`] returns: per slot its result and final
-/// node bounds, and the rows' β.
-pub(crate) type Searched<T> = (Vec<SlotResult>, Vec<NodeBounds<T>>, Betas);
+/// node bounds, and the parameters of its rows.
+pub(crate) type Searched<T> = (Vec<SlotResult>, Vec<NodeBounds<T>>, Duals);
 
 /// Lower bounds of every half-space row of a sub-problem, and whether all
 /// its disjuncts are proved infeasible.
@@ -294,7 +302,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         within: &[Within<'_, T>],
         deadline: Option<Instant>,
     ) -> Result<Searched<T>, AnalysisError> {
-        let (res, st, betas) = self.analyze_state(sps, within, deadline)?;
+        let (res, st, duals) = self.analyze_state(sps, within, deadline)?;
         // Only open slots are split further: a proved one's bounds are not copied.
         let bounds = (0..sps.len())
             .map(|s| {
@@ -308,7 +316,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .collect()
             })
             .collect();
-        Ok((res, bounds, betas))
+        Ok((res, bounds, duals))
     }
 
     /// The two passes, returning the run state (none for no sub-problems).
@@ -319,7 +327,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         deadline: Option<Instant>,
     ) -> Result<Analysed<T, B::Buf>, AnalysisError> {
         if sps.is_empty() {
-            return Ok((Vec::new(), None, HashMap::new()));
+            return Ok((Vec::new(), None, Duals::default()));
         }
         let inputs: Vec<&InputBox> = sps.iter().map(|s| &s.input).collect();
         let mut st = {
@@ -334,7 +342,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             self.prove_output(&mut st, sps, &all, None, deadline)?
         };
         let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].1).collect();
-        let mut betas = HashMap::new();
+        let mut duals = Duals::default();
         if !open.is_empty() && self.opts.refine {
             {
                 let _p = crate::profile::span("refine_all");
@@ -342,10 +350,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 self.refine_all(&mut st, &open, &after, deadline)?;
             }
             Self::check_consistent(&st)?;
-            betas = self.lagrange_betas(&st, sps, &open, within, &res);
+            duals = self.choose_parameters(&st, sps, &open, within, &res);
+            if !duals.slopes.is_empty() {
+                self.set_slopes(&mut st, &duals.slopes)?;
+            }
             let _p = crate::profile::span("prove_output");
             let get = |s: usize, h: usize| {
-                let (Some(w), Some(b)) = (within.get(s), betas.get(&(s, h))) else { return Vec::new() };
+                let (Some(w), Some(b)) = (within.get(s), duals.betas.get(&(s, h))) else { return Vec::new() };
                 w.splits
                     .iter()
                     .zip(b)
@@ -361,7 +372,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 res[s] = (lbs, proved);
             }
         }
-        Ok((res, Some(st), betas))
+        Ok((res, Some(st), duals))
     }
 }
 
@@ -377,34 +388,52 @@ pub(crate) struct Within<'p, T> {
     pub splits: &'p [SplitConstraint],
     /// A starting β per half-space of the leaf (its parent's, warm start).
     pub betas: &'p [Option<Vec<f64>>],
+    /// Starting lower slopes (its parent's).
+    pub slopes: Option<&'p Slopes>,
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Per (slot, half-space) of the open slots with split constraints, β
-    /// for the Lagrangian terms `−β_k·s_k` on the split neurons, optimised on
-    /// the host over the slot's current bounds from the leaf's starting β
-    /// (half-spaces already proved get none).
-    fn lagrange_betas(
+    /// Per open slot: lower slopes for its unstable ReLUs (with
+    /// `Options::optimize_slopes`) and, per open disjunct's nearest
+    /// half-space, β for the Lagrangian terms `−β_k·s_k` on the split
+    /// neurons, optimised on the host over the slot's current bounds from the
+    /// leaf's starting values (`lagrange.rs`).
+    fn choose_parameters(
         &self,
         st: &RunState<T, B::Buf>,
         sps: &[&SubProblem],
         open: &[usize],
         within: &[Within<'_, T>],
         res: &[SlotResult],
-    ) -> Betas {
+    ) -> Duals {
         let _p = crate::profile::span("lagrange");
-        let jobs: Vec<(usize, usize)> = open
+        let slopes = self.opts.optimize_slopes;
+        let none = Within { prior: None, after: None, splits: &[], betas: &[], slopes: None };
+        let jobs: Vec<usize> = open
             .iter()
-            .filter(|&&s| !st.empty[s] && within.get(s).is_some_and(|w| !w.splits.is_empty()))
-            .flat_map(|&s| {
-                (0..res[s].0.len()).filter(move |&h| res[s].0[h] <= 0.0 || res[s].0[h].is_nan()).map(move |h| (s, h))
-            })
+            .copied()
+            .filter(|&s| !st.empty[s] && (slopes || within.get(s).is_some_and(|w| !w.splits.is_empty())))
             .collect();
         let (net, lower) = (self.net, self.opts.relu_lower);
         let nodes = net.nodes();
-        jobs.par_iter()
-            .filter_map(|&(s, h)| {
-                let hs = sps[s].unsafe_region.iter().flatten().nth(h)?;
+        let chosen: Vec<(usize, Vec<usize>, Chosen)> = jobs
+            .par_iter()
+            .filter_map(|&s| {
+                let w = within.get(s).unwrap_or(&none);
+                let halfspaces: Vec<&crate::property::Halfspace> = sps[s].unsafe_region.iter().flatten().collect();
+                // Per open disjunct, its half-space nearest to infeasible.
+                let hs: Vec<usize> = crate::property::unproved_disjuncts(&sps[s].unsafe_region, &res[s].0)
+                    .into_iter()
+                    .filter_map(|(_, r, _)| r.max_by(|&a, &b| res[s].0[a].total_cmp(&res[s].0[b])))
+                    .collect();
+                let rows: Vec<Objective<'_>> = hs
+                    .iter()
+                    .map(|&h| Objective {
+                        c: &halfspaces[h].c,
+                        d: halfspaces[h].d,
+                        beta: w.betas.get(h).and_then(|b| b.as_deref()),
+                    })
+                    .collect();
                 let view: SlotBounds<'_, T> = st
                     .bounds
                     .iter()
@@ -414,12 +443,22 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         (&b.lo[s * k..(s + 1) * k], &b.hi[s * k..(s + 1) * k])
                     })
                     .collect();
-                let w = &within[s];
-                let start = w.betas.get(h).and_then(|b| b.as_deref());
-                let beta = crate::lagrange::optimize_beta(net, &view, (&hs.c, hs.d), w.splits, lower, start)?;
-                Some(((s, h), beta))
+                let c = crate::lagrange::optimize(net, &view, &rows, w.splits, lower, (slopes, w.slopes))?;
+                Some((s, hs, c))
             })
-            .collect()
+            .collect();
+        let mut duals = Duals::default();
+        for (s, hs, c) in chosen {
+            for (h, b) in hs.into_iter().zip(c.betas) {
+                if let Some(b) = b {
+                    duals.betas.insert((s, h), b);
+                }
+            }
+            if let Some(a) = c.alpha {
+                duals.slopes.insert(s, a);
+            }
+        }
+        duals
     }
 
     /// Without prior bounds, contradicting bounds are a bug, never a proof.

@@ -356,10 +356,8 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
 }
 
 /// `y = relu(s) − s/2` with `s = Σ x_i` over `[−1, 1]^17` (too many inputs
-/// to split them) is `|s|/2 ≥ 0`, but one pass bounds it below by −8.5: `y ≤
-/// −1/4` is not excluded. Splitting the ReLU of `s` proves it (both sides
-/// are exact); `y ≤ 0` holds at `s = 0` and is never verified.
-pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
+/// to split them): `y = |s|/2 ≥ 0`, and the property excludes `y ≤ d`.
+fn relu_minus_half<B: Backend<T>, T: Fp>(be: &B) -> impl Fn(Options, f64) -> crate::property::Outcome + '_ {
     let n = 17;
     let mut net = Network::new(Shape::flat(n));
     // s = Σ x; y = (relu(s), s)·(1, −1/2).
@@ -369,25 +367,32 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let w2 = vec![1.0, -0.5, 0.0, 0.0];
     net.push("y", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[both]).expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let prop_for = |d: f64| {
+    move |o: Options, d: f64| {
         let mut p = Property::robustness("p", input.clone(), 0, 2).expect("prop");
         p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d }]];
-        p
-    };
-    let run = |o: Options, d: f64| {
-        Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop_for(d)).expect("analysis")
-    };
-    let one_pass = run(Options { split_relus: false, ..opts(Arith::Point) }, -0.25);
+        Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis")
+    }
+}
+
+/// `y = relu(s) − s/2` (see `relu_minus_half`): one pass with DeepPoly's
+/// slopes bounds it below by −8.5, so `y ≤ −1/4` is not excluded.
+/// Splitting the ReLU of `s` proves it (both sides are exact); `y ≤ 0`
+/// holds at `s = 0` and is never verified.
+pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
+    let n = 17;
+    let run = relu_minus_half(be);
+    let fixed = Options { optimize_slopes: false, ..opts(Arith::Point) };
+    let one_pass = run(Options { split_relus: false, ..fixed.clone() }, -0.25);
     assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
     assert!(one_pass.lower_bounds[0] < -8.0, "{:?}", one_pass.lower_bounds);
-    let split = run(opts(Arith::Point), -0.25);
+    let split = run(fixed.clone(), -0.25);
     assert_eq!(split.verdict, Verdict::Verified);
     let s = split.search.expect("search ran");
     assert!(s.leaves_proved == 2 && s.leaves_open == 0, "{s:?}");
     // y = |s|/2 meets y ≤ 0 at s = 0: falsified or open, never verified.
-    let tie = run(opts(Arith::Point), 0.0);
+    let tie = run(fixed.clone(), 0.0);
     assert!(!matches!(tie.verdict, Verdict::Verified), "{:?}", tie.verdict);
-    let capped = run(Options { max_relu_leaves: 1, ..opts(Arith::Point) }, -0.25);
+    let capped = run(Options { max_relu_leaves: 1, ..fixed.clone() }, -0.25);
     assert_eq!(capped.verdict, Verdict::Unknown);
     // y = relu(s) − relu(s'), s' = s another neuron: the leaf s ≤ 0 ≤ s'
     // needs the split constraints in the bound (β on s cancels s').
@@ -396,10 +401,31 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let r = twin.push("r", crate::ir::Op::Relu, &[d.expect("d")]).expect("relu");
     let w = vec![1.0, -1.0, 0.0, 0.0];
     twin.push("y", crate::ir::Op::Dense { weight: w, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
-    let got = Analyzer::<B, T>::new(&twin, be, opts(Arith::Point)).expect("prepare").analyze(&prop_for(-0.25));
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
+    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
+    let got = Analyzer::<B, T>::new(&twin, be, fixed).expect("prepare").analyze(&prop);
     let got = got.expect("analysis");
     assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.search);
     assert_eq!(got.search.expect("search ran").leaves_proved, 3);
+}
+
+/// `y = relu(s) − s/2` (see `relu_minus_half`): optimised slopes prove
+/// `y > −1/4` in one analysis, with no search (the slope ½ gives the exact
+/// minimum 0), and still never verify the tie `y ≤ 0`.
+pub fn optimised_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
+    let run = relu_minus_half(be);
+    let one = Options { split_relus: false, ..opts(Arith::Point) };
+    let got = run(one.clone(), -0.25);
+    assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.lower_bounds);
+    assert!(got.lower_bounds[0] > 0.0 && got.search.is_none(), "{:?}", got.lower_bounds);
+    let no_alpha = run(Options { optimize_slopes: false, ..one.clone() }, -0.25);
+    assert!(no_alpha.lower_bounds[0] < -8.0, "{:?}", no_alpha.lower_bounds);
+    for o in [one, opts(Arith::Point)] {
+        let tie = run(o, 0.0);
+        assert!(!matches!(tie.verdict, Verdict::Verified), "{:?}", tie.verdict);
+        assert!(tie.lower_bounds[0] <= 0.0, "{:?}", tie.lower_bounds);
+    }
 }
 
 /// After a dropped Softmax, a gap between two logits that float32 rounding
@@ -524,6 +550,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn relu_splitting_proves_f32() {
                 $crate::conformance::relu_splitting_proves::<_, f32>(&$make);
+            }
+            #[test]
+            fn optimised_slopes_prove_f64() {
+                $crate::conformance::optimised_slopes_prove::<_, f64>(&$make);
+            }
+            #[test]
+            fn optimised_slopes_prove_f32() {
+                $crate::conformance::optimised_slopes_prove::<_, f32>(&$make);
             }
             #[test]
             fn batch_equals_alone_f64() {

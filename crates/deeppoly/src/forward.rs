@@ -258,6 +258,38 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(Step::Relu { lam_lo: be.upload(&a)?, lam_up: be.upload(&b)?, mu_up: be.upload(&c)?, mu_lo: None })
     }
 
+    /// Replaces the lower slopes of the listed slots' unstable ReLUs by
+    /// optimised ones (`lagrange.rs`), each rounded into `[0, 1]`, where any
+    /// slope gives a valid lower line.
+    pub(crate) fn set_slopes(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        slopes: &std::collections::HashMap<usize, crate::lagrange::Slopes>,
+    ) -> Result<(), AnalysisError> {
+        for (k, node) in self.net.nodes().iter().enumerate() {
+            if node.op != Op::Relu {
+                continue;
+            }
+            let x = &st.bounds[node.inputs[0]];
+            let n = node.shape.numel();
+            let mut lam: Vec<T> =
+                x.lo.iter().zip(&x.hi).map(|(&l, &h)| relu_relax(l, h, self.opts.relu_lower).lam_lo).collect();
+            for (&s, a) in slopes {
+                for (j, &v) in a[k].iter().enumerate().take(n) {
+                    let i = s * n + j;
+                    if x.lo[i] < T::zero() && x.hi[i] > T::zero() {
+                        lam[i] = T::from_f64_nearest(v).max(T::zero()).min(T::one());
+                    }
+                }
+            }
+            let buf = self.backend.upload(&lam)?;
+            if let Step::Relu { lam_lo, mu_lo: None, .. } = &mut st.steps[k] {
+                *lam_lo = buf;
+            }
+        }
+        Ok(())
+    }
+
     /// σ's bounds and relaxation over its input's bounds.
     fn sigmoid_step(&self, x: &Bounds<T, B::Buf>) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let n = x.lo.len();

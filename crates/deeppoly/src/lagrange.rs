@@ -1,16 +1,26 @@
-//! Split constraints in the bound (β-CROWN's Lagrangian terms). On a leaf
-//! with split constraints `g_k = s_k·x_k ≥ 0` (`s_k = +1` for an active
-//! split, −1 for an inactive one), `f ≥ f − Σ β_k·g_k` for any `β ≥ 0`: the
-//! leaf's objective rows start with `−β_k·s_k` on each split neuron besides
-//! `c` on the outputs, and the sound backsubstitution bounds the sum. Any
-//! `β ≥ 0` is sound, so `β` is chosen on the host without rounding care: by
-//! projected supergradient ascent (Adam) on the relaxed bound `L(β)`, whose
-//! supergradient is `−s_k·ẑ_k`, with `ẑ` the relaxed network (the ReLU
-//! lines the bound uses) evaluated at the input corner that minimises it.
+//! The free parameters of a leaf's output bound, chosen on the host.
+//!
+//! - **Split constraints (β-CROWN's Lagrangian terms).** On a leaf with
+//!   split constraints `g_k = s_k·x_k ≥ 0` (`s_k = +1` for an active split,
+//!   −1 for an inactive one), `f ≥ f − Σ β_k·g_k` for any `β ≥ 0`: the
+//!   leaf's objective rows start with `−β_k·s_k` on each split neuron besides
+//!   `c` on the outputs, and the sound backsubstitution bounds the sum.
+//! - **Optimised lower slopes (α-CROWN).** An unstable ReLU's lower line
+//!   `y ≥ α·x` is valid for every `α ∈ [0, 1]` (exactly: `α·x ≤ 0` for
+//!   `x ≤ 0` and `≤ x` for `x ≥ 0`), so a slot's slopes are free parameters
+//!   of its output rows' bounds. They are shared by the slot's rows.
+//!
+//! Any `β ≥ 0` and `α ∈ [0, 1]` is sound, so both are chosen without
+//! rounding care: by projected supergradient ascent (Adam) on the relaxed
+//! bound `L(α, β)`, evaluated at the input corner that minimises it, where
+//! `∂L/∂β_k = −s_k·ẑ_k` and `∂L/∂α_j = a_j·ẑ_j` (`a_j ≥ 0`, the coefficient
+//! of ReLU output `j`; `ẑ` the relaxed network there). The backend's sound
+//! backsubstitution then bounds the rows with them (`Analyzer::set_slopes`).
 
 use crate::ir::{Network, NodeId, Op};
 use crate::relax::{ReluLower, relu_relax};
 use polycert_interval::Fp;
+use rayon::prelude::*;
 
 /// A ReLU split: `x_neuron ≥ 0` (active) or `≤ 0` at ReLU input `node`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,98 +39,216 @@ impl SplitConstraint {
 /// One slot's node bounds, `(lo, hi)` per node.
 pub(crate) type SlotBounds<'b, T> = Vec<(&'b [T], &'b [T])>;
 
-/// Adam steps of the β search (from zero, and from a parent's β), and the
-/// relaxed bound at which it stops early (the sound backsubstitution with
-/// the same β then proves the row).
+/// Lower slopes per node (indexed by node id; empty but for ReLU nodes),
+/// one per neuron; read where the neuron's input straddles 0.
+pub(crate) type Slopes = Vec<Vec<f64>>;
+
+/// Adam steps of the search (from the relaxation's own slopes and β = 0,
+/// and from a parent's), and the relaxed bound at which a row stops
+/// pulling (the sound backsubstitution with the same parameters then
+/// proves it).
 const STEPS: usize = 20;
 const WARM_STEPS: usize = 6;
 const STABLE_STEPS: usize = 300;
-const LR: f64 = 0.05;
+const LR_BETA: f64 = 0.05;
+const LR_ALPHA: f64 = 0.1;
 const PROVED_MARGIN: f64 = 1e-4;
 
-/// `β ≥ 0` per split for the lower bound of `c·y − d` (`None`: the relaxed
-/// network has a layer the search does not evaluate, or `β = 0` is best).
-pub(crate) fn optimize_beta<T: Fp>(
+/// One output row to bound below: `c·y − d`, with its starting β.
+pub(crate) struct Objective<'o> {
+    pub c: &'o [f64],
+    pub d: f64,
+    pub beta: Option<&'o [f64]>,
+}
+
+/// What [`optimize`] chose: the slot's slopes (`None`: the relaxation's
+/// own), and per row its β (`None`: no split terms, or `β = 0`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Chosen {
+    pub alpha: Option<Slopes>,
+    pub betas: Vec<Option<Vec<f64>>>,
+}
+
+/// Adam on parameters projected onto `[lo, hi]`.
+struct Adam {
+    m: Vec<f64>,
+    v: Vec<f64>,
+    lr: f64,
+    range: (f64, f64),
+}
+
+impl Adam {
+    fn new(n: usize, lr: f64, range: (f64, f64)) -> Self {
+        Self { m: vec![0.0; n], v: vec![0.0; n], lr, range }
+    }
+
+    /// One ascent step at iteration `t ≥ 1` along `grad`.
+    fn step(&mut self, t: usize, x: &mut [f64], grad: &[f64]) {
+        let (b1, b2) = (0.9f64, 0.999f64);
+        let (c1, c2) = (1.0 - b1.powi(t as i32), 1.0 - b2.powi(t as i32));
+        for i in 0..x.len() {
+            self.m[i] = b1 * self.m[i] + (1.0 - b1) * grad[i];
+            self.v[i] = b2 * self.v[i] + (1.0 - b2) * grad[i] * grad[i];
+            let step = self.lr * (self.m[i] / c1) / ((self.v[i] / c2).sqrt() + 1e-8);
+            x[i] = (x[i] + step).clamp(self.range.0, self.range.1);
+        }
+    }
+}
+
+/// Slopes and β for the lower bounds of a slot's `rows` (`None`: the
+/// relaxed network has a layer the search does not evaluate, or there is
+/// nothing to choose). `slopes` turns the slope search on; `warm` is the
+/// parent's slopes.
+pub(crate) fn optimize<T: Fp>(
     net: &Network,
     bounds: &SlotBounds<'_, T>,
-    (c, d): (&[f64], f64),
+    rows: &[Objective<'_>],
     splits: &[SplitConstraint],
     lower: ReluLower,
-    start: Option<&[f64]>,
-) -> Option<Vec<f64>> {
-    if splits.is_empty() || net.nodes().iter().any(|n| matches!(n.op, Op::Sigmoid | Op::MaxPool2d(_))) {
+    (slopes, warm): (bool, Option<&Slopes>),
+) -> Option<Chosen> {
+    let nodes = net.nodes();
+    if rows.is_empty() || nodes.iter().any(|n| matches!(n.op, Op::Sigmoid | Op::MaxPool2d(_))) {
         return None;
     }
+    // The unstable ReLUs `(node, neuron)`, whose lower slopes are free.
+    let unstable: Vec<(usize, usize)> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.op == Op::Relu)
+        .flat_map(|(id, n)| {
+            let (lo, hi) = bounds[n.inputs[0]];
+            (0..lo.len()).filter(move |&j| lo[j] < T::zero() && hi[j] > T::zero()).map(move |j| (id, j))
+        })
+        .collect();
+    let use_alpha = slopes && !unstable.is_empty();
+    if !use_alpha && splits.is_empty() {
+        return None;
+    }
+    let mut alpha = relaxation_slopes(net, bounds, lower);
+    if let Some(w) = warm.filter(|w| w.len() == alpha.len()) {
+        for &(id, j) in &unstable {
+            if let Some(&a) = w[id].get(j) {
+                alpha[id][j] = a.clamp(0.0, 1.0);
+            }
+        }
+    }
     let k = splits.len();
-    let (mut beta, mut m, mut v) = (vec![0.0; k], vec![0.0; k], vec![0.0; k]);
+    let mut betas: Vec<Vec<f64>> = rows
+        .iter()
+        .map(|r| {
+            let mut b = vec![0.0; k];
+            if let Some(s) = r.beta.filter(|s| s.len() <= k) {
+                b[..s.len()].copy_from_slice(s);
+            }
+            b
+        })
+        .collect();
     // With every ReLU stable the relaxation is exact, and the best β gives
     // the leaf's exact minimum (LP duality): worth a long search, as the leaf
     // cannot be split further.
-    let stable = net.nodes().iter().filter(|n| n.op == Op::Relu).all(|n| {
-        let (lo, hi) = bounds[n.inputs[0]];
-        lo.iter().zip(hi).all(|(l, h)| !(*l < T::zero() && *h > T::zero()))
-    });
-    let mut steps = if stable { STABLE_STEPS } else { STEPS };
-    if let Some(b) = start.filter(|b| b.len() <= k) {
-        beta[..b.len()].copy_from_slice(b);
-        steps = if stable { STABLE_STEPS } else { WARM_STEPS };
-    }
-    let (mut best, mut best_beta) = (f64::NEG_INFINITY, None);
+    let warm_start = warm.is_some() || rows.iter().any(|r| r.beta.is_some());
+    let steps = match (unstable.is_empty(), warm_start) {
+        (true, _) => STABLE_STEPS,
+        (false, true) => WARM_STEPS,
+        (false, false) => STEPS,
+    };
+    let mut adam_b: Vec<Adam> = rows.iter().map(|_| Adam::new(k, LR_BETA, (0.0, f64::INFINITY))).collect();
+    let mut adam_a = Adam::new(unstable.len(), LR_ALPHA, (0.0, 1.0));
+    let mut flat_a: Vec<f64> = unstable.iter().map(|&(id, j)| alpha[id][j]).collect();
+    let (mut best, mut chosen) = (f64::NEG_INFINITY, None);
     for t in 1..=steps + 1 {
-        let (bound, grad) = relaxed_bound(net, bounds, c, splits, &beta, lower)?;
-        let bound = bound - d;
-        if bound > best {
-            best = bound;
-            best_beta = Some(beta.clone());
+        let a = use_alpha.then_some(&alpha);
+        let evals: Vec<(f64, Vec<f64>, Slopes)> = rows
+            .par_iter()
+            .zip(&betas)
+            .map(|(r, b)| relaxed_bound(net, bounds, r.c, splits, b, a, lower).map(|(l, gb, ga)| (l - r.d, gb, ga)))
+            .collect::<Option<_>>()?;
+        // Each row pulls until it is proved with room.
+        let objective: f64 = evals.iter().map(|e| e.0.min(PROVED_MARGIN)).sum();
+        if objective > best {
+            best = objective;
+            chosen = Some((a.cloned(), betas.clone()));
         }
-        // Proved with room (the sound bound with these β is close), or done.
-        if (t > 1 && bound > PROVED_MARGIN) || t > steps {
+        if (t > 1 && evals.iter().all(|e| e.0 > PROVED_MARGIN)) || t > steps {
             break;
         }
-        let (b1, b2) = (0.9f64, 0.999f64);
-        for i in 0..k {
-            m[i] = b1 * m[i] + (1.0 - b1) * grad[i];
-            v[i] = b2 * v[i] + (1.0 - b2) * grad[i] * grad[i];
-            let mh = m[i] / (1.0 - b1.powi(t as i32));
-            let vh = v[i] / (1.0 - b2.powi(t as i32));
-            beta[i] = (beta[i] + LR * mh / (vh.sqrt() + 1e-8)).max(0.0);
+        for ((b, adam), e) in betas.iter_mut().zip(&mut adam_b).zip(&evals) {
+            adam.step(t, b, &e.1);
+        }
+        if use_alpha {
+            let grad: Vec<f64> = unstable
+                .iter()
+                .map(|&(id, j)| {
+                    evals.iter().filter(|e| e.0 <= PROVED_MARGIN).map(|e| e.2[id].get(j).copied().unwrap_or(0.0)).sum()
+                })
+                .collect();
+            adam_a.step(t, &mut flat_a, &grad);
+            for (&(id, j), &v) in unstable.iter().zip(&flat_a) {
+                alpha[id][j] = v;
+            }
         }
     }
-    best_beta.filter(|b| b.iter().any(|&x| x > 0.0))
+    let (alpha, betas) = chosen?;
+    let betas: Vec<Option<Vec<f64>>> = betas.into_iter().map(|b| b.iter().any(|&x| x > 0.0).then_some(b)).collect();
+    (alpha.is_some() || betas.iter().any(Option::is_some)).then_some(Chosen { alpha, betas })
 }
 
-/// `L(β)` (in f64, no rounding care) and its supergradient in `β`.
+/// The relaxation's own lower slopes (`ReluLower`) of every ReLU neuron.
+fn relaxation_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, lower: ReluLower) -> Slopes {
+    net.nodes()
+        .iter()
+        .map(|n| {
+            if n.op != Op::Relu {
+                return Vec::new();
+            }
+            let (lo, hi) = bounds[n.inputs[0]];
+            lo.iter().zip(hi).map(|(&l, &h)| relu_relax(l, h, lower).lam_lo.to_f64_exact()).collect()
+        })
+        .collect()
+}
+
+/// `L(α, β)` (in f64, no rounding care) and its supergradients in `β` and
+/// in the slopes (`alpha`: `None` for the relaxation's own).
 fn relaxed_bound<T: Fp>(
     net: &Network,
     bounds: &SlotBounds<'_, T>,
     c: &[f64],
     splits: &[SplitConstraint],
     beta: &[f64],
+    alpha: Option<&Slopes>,
     lower: ReluLower,
-) -> Option<(f64, Vec<f64>)> {
+) -> Option<(f64, Vec<f64>, Slopes)> {
     let nodes = net.nodes();
     let mut coef: Vec<Vec<f64>> = nodes.iter().map(|n| vec![0.0; n.shape.numel()]).collect();
     coef[net.output()].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
     for (s, &b) in splits.iter().zip(beta) {
         coef[s.node][s.neuron] -= b * s.sign();
     }
-    // Per ReLU node and neuron: the line `y = a·x + b` the bound uses.
+    // Per ReLU node and neuron: the line `y = a·x + b` the bound uses, and
+    // the coefficient of `y` where the line is a free lower one (else 0).
     let mut lines: Vec<Vec<(f64, f64)>> = vec![Vec::new(); nodes.len()];
+    let mut free: Slopes = vec![Vec::new(); nodes.len()];
     let complete = crate::eval::backpropagate(net, &mut coef, |id, g, gx| {
         if nodes[id].op != Op::Relu {
             return false;
         }
         let (lo, hi) = bounds[nodes[id].inputs[0]];
+        free[id] = vec![0.0; g.len()];
         lines[id] = g
             .iter()
             .zip(gx)
             .enumerate()
             .map(|(j, (&gj, a))| {
                 let r = relu_relax(lo[j], hi[j], lower);
-                let line = if gj >= 0.0 {
-                    (r.lam_lo.to_f64_exact(), 0.0)
-                } else {
-                    (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact())
+                let unstable = lo[j] < T::zero() && hi[j] > T::zero();
+                let line = match alpha {
+                    _ if gj < 0.0 => (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact()),
+                    Some(al) if unstable => {
+                        free[id][j] = gj;
+                        (al[id][j], 0.0)
+                    }
+                    _ => (r.lam_lo.to_f64_exact(), 0.0),
                 };
                 *a += gj * line.0;
                 line
@@ -153,13 +281,24 @@ fn relaxed_bound<T: Fp>(
     for (g, &b) in grad.iter().zip(beta) {
         bound += b * g;
     }
-    bound.is_finite().then_some((bound, grad))
+    // ∂L/∂α_j = a_j·x_j at the relaxed network's ReLU input.
+    for (id, f) in free.iter_mut().enumerate() {
+        if !f.is_empty() {
+            let x = &z[nodes[id].inputs[0]];
+            f.iter_mut().zip(x).for_each(|(g, &xj)| *g *= xj);
+        }
+    }
+    bound.is_finite().then_some((bound, grad, free))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ir::Shape;
+
+    fn view(b: &[(Vec<f64>, Vec<f64>)]) -> SlotBounds<'_, f64> {
+        b.iter().map(|(l, h)| (&l[..], &h[..])).collect()
+    }
 
     /// `y = relu(s) − relu(s)`, `s = a + b` twice over `[−1, 1]²`: with
     /// `s_0 ≤ 0` and `s_1 ≥ 0` split, the bound without β is −2 (the splits
@@ -176,19 +315,60 @@ mod tests {
             (vec![0.0, 0.0], vec![0.0, 2.0]),
             (vec![-2.0], vec![0.0]),
         ];
-        let sb: SlotBounds<'_, f64> = b.iter().map(|(l, h)| (&l[..], &h[..])).collect();
+        let sb = view(&b);
         let splits = [
             SplitConstraint { node: 1, neuron: 0, active: false },
             SplitConstraint { node: 1, neuron: 1, active: true },
         ];
-        let (l0, g0) = relaxed_bound(&n, &sb, &[1.0], &splits, &[0.0, 0.0], ReluLower::Area).unwrap();
+        let area = ReluLower::Area;
+        let (l0, g0, _) = relaxed_bound(&n, &sb, &[1.0], &splits, &[0.0, 0.0], None, area).unwrap();
         assert_eq!(l0, -2.0);
         // At the minimiser (1, 1): s = (2, 2), so g = (−s_0, s_1) → ∂L/∂β = (2, −2).
         assert_eq!(g0, vec![2.0, -2.0]);
-        let (l1, _) = relaxed_bound(&n, &sb, &[1.0], &splits, &[1.0, 0.0], ReluLower::Area).unwrap();
+        let (l1, _, _) = relaxed_bound(&n, &sb, &[1.0], &splits, &[1.0, 0.0], None, area).unwrap();
         assert_eq!(l1, 0.0);
-        let beta = optimize_beta(&n, &sb, (&[1.0], 0.0), &splits, ReluLower::Area, None).unwrap();
-        let (lb, _) = relaxed_bound(&n, &sb, &[1.0], &splits, &beta, ReluLower::Area).unwrap();
+        let rows = [Objective { c: &[1.0], d: 0.0, beta: None }];
+        // Every ReLU is stable here: no slopes to choose, even when asked.
+        let got = optimize(&n, &sb, &rows, &splits, area, (true, None)).unwrap();
+        assert_eq!(got.alpha, None);
+        let beta = got.betas[0].clone().unwrap();
+        let (lb, _, _) = relaxed_bound(&n, &sb, &[1.0], &splits, &beta, None, area).unwrap();
         assert!(lb > -0.2 && beta[0] > 0.8, "{lb} {beta:?}");
+    }
+
+    /// `y = relu(x) − x/2` over `x ∈ [−1, 1]`: the area slope 0 bounds it
+    /// by −0.5; slope α gives `min (α − ½)·x = −|α − ½|`, so α → ½ closes
+    /// the gap to the exact minimum 0, with `∂L/∂α = x̂` at the minimiser.
+    #[test]
+    fn slopes_close_the_gap_of_relu_minus_half() {
+        // y = r − x/2, as r + h with h = −x/2.
+        let mut n2 = Network::new(Shape::flat(1));
+        n2.push("x", Op::Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[0]).unwrap();
+        n2.push("r", Op::Relu, &[1]).unwrap();
+        n2.push("h", Op::Dense { weight: vec![-0.5], bias: vec![0.0], out: 1 }, &[1]).unwrap();
+        n2.push("y", Op::Add, &[2, 3]).unwrap();
+        let b: Vec<(Vec<f64>, Vec<f64>)> = vec![
+            (vec![-1.0], vec![1.0]),
+            (vec![-1.0], vec![1.0]),
+            (vec![0.0], vec![1.0]),
+            (vec![-0.5], vec![0.5]),
+            (vec![-0.5], vec![1.5]),
+        ];
+        let sb = view(&b);
+        let area = ReluLower::Area;
+        let (l0, _, _) = relaxed_bound(&n2, &sb, &[1.0], &[], &[], None, area).unwrap();
+        assert_eq!(l0, -0.5);
+        let mut al: Slopes = vec![Vec::new(); 5];
+        al[2] = vec![0.25];
+        let (l1, _, ga) = relaxed_bound(&n2, &sb, &[1.0], &[], &[], Some(&al), area).unwrap();
+        // (0.25 − 0.5)·x is least at x = 1: −0.25, and ∂L/∂α = 1·x̂ = 1.
+        assert_eq!((l1, ga[2][0]), (-0.25, 1.0));
+        let rows = [Objective { c: &[1.0], d: 0.0, beta: None }];
+        assert_eq!(optimize(&n2, &sb, &rows, &[], area, (false, None)), None);
+        let got = optimize(&n2, &sb, &rows, &[], area, (true, None)).unwrap();
+        let a = got.alpha.unwrap();
+        let (l2, _, _) = relaxed_bound(&n2, &sb, &[1.0], &[], &[], Some(&a), area).unwrap();
+        assert!(l2 > -0.06 && (a[2][0] - 0.5).abs() < 0.06, "{l2} {a:?}");
+        assert_eq!(got.betas, vec![None]);
     }
 }

@@ -21,7 +21,7 @@ use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
 use crate::batch::{NodeBounds, Within};
 use crate::ir::Op;
-use crate::lagrange::SplitConstraint;
+use crate::lagrange::{Slopes, SplitConstraint};
 use crate::pgd::Target;
 use crate::property::{Counterexample, SubProblem, unproved_disjuncts};
 use polycert_interval::Fp;
@@ -61,6 +61,9 @@ pub(crate) enum Branching {
 /// Per half-space of a leaf: the β to start from, if any.
 type Warm = Vec<Option<Vec<f64>>>;
 
+/// What a parent's rows ended with: per half-space β, and the slopes.
+type Start = (Warm, Option<Rc<Slopes>>);
+
 /// A leaf of the search: its box and open disjuncts, the bounds it starts
 /// from, and the last layer whose bounds it shares with its parent.
 struct Leaf<T> {
@@ -70,6 +73,8 @@ struct Leaf<T> {
     splits: Vec<SplitConstraint>,
     /// Per half-space of `sp`: the β its parent's row ended with.
     betas: Warm,
+    /// The lower slopes its parent's rows ended with.
+    slopes: Option<Rc<Slopes>>,
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
@@ -107,8 +112,21 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Branching::Inputs => self.opts.max_leaves,
             Branching::Relus => self.opts.max_relu_leaves,
         };
-        // The root is analysed again, for its node bounds.
-        let mut open = vec![Leaf { sp: sp.clone(), prior: None, after: None, splits: Vec::new(), betas: Vec::new() }];
+        // The root is analysed again, for its node bounds. A ReLU search
+        // takes each disjunct as its own root: its rows then get their own
+        // slopes, and their searches split different ReLUs.
+        let roots: Vec<SubProblem> = match how {
+            Branching::Relus if sp.unsafe_region.len() > 1 => sp
+                .unsafe_region
+                .iter()
+                .map(|d| SubProblem { input: sp.input.clone(), unsafe_region: vec![d.clone()] })
+                .collect(),
+            _ => vec![sp.clone()],
+        };
+        let mut open: Vec<Leaf<T>> = roots
+            .into_iter()
+            .map(|sp| Leaf { sp, prior: None, after: None, splits: Vec::new(), betas: Vec::new(), slopes: None })
+            .collect();
         let mut analysed = 0;
         while !open.is_empty() {
             let late = deadline.is_some_and(|d| Instant::now() >= d);
@@ -122,9 +140,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
             let within: Vec<Within<'_, T>> = leaves
                 .iter()
-                .map(|l| Within { prior: l.prior.as_deref(), after: l.after, splits: &l.splits, betas: &l.betas })
+                .map(|l| Within {
+                    prior: l.prior.as_deref(),
+                    after: l.after,
+                    splits: &l.splits,
+                    betas: &l.betas,
+                    slopes: l.slopes.as_deref(),
+                })
                 .collect();
-            let (res, bounds, betas) = match self.analyze_within(&refs, &within, deadline) {
+            let (res, bounds, mut duals) = match self.analyze_within(&refs, &within, deadline) {
                 Err(AnalysisError::Timeout) => {
                     stats.leaves_open += open.len() + leaves.len();
                     return Ok(Search::Open { timed_out: true });
@@ -150,13 +174,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 sps.iter().zip(&lbs).map(|(sp, l)| weakest(&sp.unsafe_region, l)).fold(f64::INFINITY, f64::min);
             let mut bounds: Vec<Option<NodeBounds<T>>> = bounds.into_iter().map(Some).collect();
             let children = match how {
-                Branching::Inputs => self.input_children(&sps, &lbs, &todo, &mut bounds)?,
+                Branching::Inputs => {
+                    let slopes: Vec<Option<Rc<Slopes>>> =
+                        todo.iter().map(|i| duals.slopes.remove(i).map(Rc::new)).collect();
+                    self.input_children(&sps, &lbs, &todo, &mut bounds, &slopes)?
+                }
                 Branching::Relus => {
                     // Each open half-space's β, to start its children's search from.
-                    let warm: Vec<Warm> = todo
+                    let warm: Vec<Start> = todo
                         .iter()
                         .zip(&parts)
-                        .map(|(&i, (_, _, kept))| kept.iter().map(|&h| betas.get(&(i, h)).cloned()).collect())
+                        .map(|(&i, (_, _, kept))| {
+                            let b = kept.iter().map(|&h| duals.betas.get(&(i, h)).cloned()).collect();
+                            (b, duals.slopes.remove(&i).map(Rc::new))
+                        })
                         .collect();
                     self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm))
                 }
@@ -177,9 +208,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         lbs: &[&[f64]],
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
+        slopes: &[Option<Rc<Slopes>>],
     ) -> Result<Option<Vec<Leaf<T>>>, AnalysisError> {
         let mut out = Vec::with_capacity(2 * sps.len());
-        for ((sp, d), &i) in sps.iter().zip(self.split_dims(sps, lbs)?).zip(todo) {
+        for (((sp, d), &i), slopes) in sps.iter().zip(self.split_dims(sps, lbs)?).zip(todo).zip(slopes) {
             let h = halves(sp, d);
             if h.is_empty() {
                 return Ok(None);
@@ -191,6 +223,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 after: None,
                 splits: Vec::new(),
                 betas: Vec::new(),
+                slopes: slopes.clone(),
             }));
         }
         Ok(Some(out))
@@ -204,7 +237,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         lbs: &[&[f64]],
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
-        (leaves, warm): (&[Leaf<T>], &[Warm]),
+        (leaves, warm): (&[Leaf<T>], &[Start]),
     ) -> Option<Vec<Leaf<T>>> {
         use rayon::prelude::*;
         let _p = crate::profile::span("branch.choose");
@@ -227,8 +260,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             for (child, active) in crate::branch::split_children(&b, s).into_iter().zip([true, false]) {
                 let mut splits = leaves[i].splits.clone();
                 splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
-                let (prior, after, betas) = (Some(Rc::new(child)), Some(s.node), warm.clone());
-                out.push(Leaf { sp: (*sp).clone(), prior, after, splits, betas });
+                let (prior, after, betas, slopes) =
+                    (Some(Rc::new(child)), Some(s.node), warm.0.clone(), warm.1.clone());
+                out.push(Leaf { sp: (*sp).clone(), prior, after, splits, betas, slopes });
             }
         }
         Some(out)

@@ -340,3 +340,30 @@ fn imported_ops_enclose_exact_values() {
     }
     assert!(checked >= 10, "only {checked} fixtures checked");
 }
+
+/// The optimised lower slopes (α, `Options::optimize_slopes`, on by default
+/// and so in every check above) change the half-space bounds: on random
+/// MLPs they tighten some of them, and the enclosure checks hold with them
+/// (exact values and float32 inference in random orders).
+#[test]
+fn optimised_slopes_tighten_and_enclose() {
+    let be = CpuBackend::default();
+    let mut rng = SplitMix(29);
+    let mut tighter = 0;
+    for k in 0..8u64 {
+        let net = random_mlp(&mut rng, &[6, 12, 12, 3]);
+        let n = net.input_shape().numel();
+        let c: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+        let eps = 0.05 + 0.1 * rng.unit();
+        let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
+        let prop = property(&net, &input, &mut SplitMix(k));
+        let lbs = |optimize_slopes: bool| {
+            let o = Options { attack_steps: 0, split_relus: false, optimize_slopes, ..Options::default() };
+            Analyzer::<_, f64>::new(&net, &be, o).unwrap().analyze(&prop).unwrap().lower_bounds
+        };
+        let (with, without) = (lbs(true), lbs(false));
+        tighter += with.iter().zip(&without).any(|(a, b)| a > b) as usize;
+        check_net::<_, f64>(&be, Arith::Point, &net, &input, &format!("slopes net {k}"), k, &mut rng, true);
+    }
+    assert!(tighter >= 2, "weak test: the slopes tightened {tighter} of 8 networks");
+}
