@@ -428,6 +428,26 @@ pub fn optimised_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
     }
 }
 
+/// `y = relu(s)`, `s = Σ x_i` over `[−1, 1]^17`, reaches 17 only at the
+/// all-ones corner; `y ≥ 16.5` is unsafe. With no attack and a centre at
+/// `y = 0`, only the search finds it: the leaf `s ≥ 0` has no unstable ReLU
+/// left (`y = s` exactly) and the corner minimising its bound is a
+/// counterexample. Without it the search stops open.
+pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
+    let n = 17;
+    let mut net = Network::new(Shape::flat(n));
+    let s = net.push("s", crate::ir::Op::Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", crate::ir::Op::Relu, &[s]).expect("relu");
+    net.push("y", crate::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let mut p = Property::robustness("p", input, 0, 2).expect("prop");
+    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![-1.0, 0.0], d: -16.5 }]];
+    let o = Options { attack_steps: 0, ..opts(Arith::Point) };
+    let got = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
+    let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
+    assert!(c.input.iter().all(|&v| v == 1.0), "{:?}", c.input);
+}
+
 /// After a dropped Softmax, a gap between two logits that float32 rounding
 /// alone would respect is too small for a verdict either way: the Softmax
 /// could tie them. A wider gap decides as before.
@@ -558,6 +578,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn optimised_slopes_prove_f32() {
                 $crate::conformance::optimised_slopes_prove::<_, f32>(&$make);
+            }
+            #[test]
+            fn exact_leaf_corner_falsifies_f64() {
+                $crate::conformance::exact_leaf_corner_falsifies::<_, f64>(&$make);
+            }
+            #[test]
+            fn exact_leaf_corner_falsifies_f32() {
+                $crate::conformance::exact_leaf_corner_falsifies::<_, f32>(&$make);
             }
             #[test]
             fn batch_equals_alone_f64() {

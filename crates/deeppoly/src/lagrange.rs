@@ -208,25 +208,26 @@ fn relaxation_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, lower: Re
         .collect()
 }
 
-/// `L(α, β)` (in f64, no rounding care) and its supergradients in `β` and
-/// in the slopes (`alpha`: `None` for the relaxation's own).
-fn relaxed_bound<T: Fp>(
+/// Per node: the coefficients of the relaxed bound's backward pass; per
+/// ReLU node and neuron, the line `y = a·x + b` it uses and the coefficient
+/// of `y` where that line is a free lower one (else 0).
+type Backward = (Vec<Vec<f64>>, Vec<Vec<(f64, f64)>>, Slopes);
+
+/// The backward pass of `L(α, β)` (`None`: a layer it does not evaluate).
+fn backward<T: Fp>(
     net: &Network,
     bounds: &SlotBounds<'_, T>,
     c: &[f64],
-    splits: &[SplitConstraint],
-    beta: &[f64],
+    (splits, beta): (&[SplitConstraint], &[f64]),
     alpha: Option<&Slopes>,
     lower: ReluLower,
-) -> Option<(f64, Vec<f64>, Slopes)> {
+) -> Option<Backward> {
     let nodes = net.nodes();
     let mut coef: Vec<Vec<f64>> = nodes.iter().map(|n| vec![0.0; n.shape.numel()]).collect();
     coef[net.output()].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
     for (s, &b) in splits.iter().zip(beta) {
         coef[s.node][s.neuron] -= b * s.sign();
     }
-    // Per ReLU node and neuron: the line `y = a·x + b` the bound uses, and
-    // the coefficient of `y` where the line is a free lower one (else 0).
     let mut lines: Vec<Vec<(f64, f64)>> = vec![Vec::new(); nodes.len()];
     let mut free: Slopes = vec![Vec::new(); nodes.len()];
     let complete = crate::eval::backpropagate(net, &mut coef, |id, g, gx| {
@@ -256,13 +257,42 @@ fn relaxed_bound<T: Fp>(
             .collect();
         true
     });
-    if !complete {
-        return None;
-    }
+    complete.then_some((coef, lines, free))
+}
+
+/// The input box corner that minimises the relaxed bound of `c·y`: a
+/// candidate counterexample of a leaf whose relaxation is exact.
+pub(crate) fn minimising_corner<T: Fp>(
+    net: &Network,
+    bounds: &SlotBounds<'_, T>,
+    c: &[f64],
+    (splits, beta): (&[SplitConstraint], &[f64]),
+    alpha: Option<&Slopes>,
+    lower: ReluLower,
+) -> Option<Vec<f64>> {
+    let (coef, _, _) = backward(net, bounds, c, (splits, beta), alpha, lower)?;
+    Some(corner(&coef[0], bounds[0]))
+}
+
+fn corner<T: Fp>(a: &[f64], (lo, hi): (&[T], &[T])) -> Vec<f64> {
+    a.iter().enumerate().map(|(i, &a)| if a >= 0.0 { lo[i] } else { hi[i] }.to_f64_exact()).collect()
+}
+
+/// `L(α, β)` (in f64, no rounding care) and its supergradients in `β` and
+/// in the slopes (`alpha`: `None` for the relaxation's own).
+fn relaxed_bound<T: Fp>(
+    net: &Network,
+    bounds: &SlotBounds<'_, T>,
+    c: &[f64],
+    splits: &[SplitConstraint],
+    beta: &[f64],
+    alpha: Option<&Slopes>,
+    lower: ReluLower,
+) -> Option<(f64, Vec<f64>, Slopes)> {
+    let nodes = net.nodes();
+    let (coef, lines, mut free) = backward(net, bounds, c, (splits, beta), alpha, lower)?;
     // The minimising input corner, then the relaxed network there.
-    let (lo, hi) = bounds[0];
-    let x: Vec<f64> =
-        coef[0].iter().enumerate().map(|(i, &a)| if a >= 0.0 { lo[i] } else { hi[i] }.to_f64_exact()).collect();
+    let x = corner(&coef[0], bounds[0]);
     let mut z: Vec<Vec<f64>> = Vec::with_capacity(nodes.len());
     z.push(x);
     for id in 1..nodes.len() {

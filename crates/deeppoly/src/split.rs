@@ -177,7 +177,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Branching::Inputs => {
                     let slopes: Vec<Option<Rc<Slopes>>> =
                         todo.iter().map(|i| duals.slopes.remove(i).map(Rc::new)).collect();
-                    self.input_children(&sps, &lbs, &todo, &mut bounds, &slopes)?
+                    self.input_children(&sps, &lbs, &todo, &mut bounds, &slopes)?.ok_or(None)
                 }
                 Branching::Relus => {
                     // Each open half-space's β, to start its children's search from.
@@ -192,9 +192,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm))
                 }
             };
-            let Some(children) = children else {
-                stats.leaves_open += open.len() + todo.len();
-                return Ok(Search::Open { timed_out: false });
+            let children = match children {
+                Ok(c) => c,
+                Err(Some(c)) => return Ok(Search::Falsified(c)),
+                Err(None) => {
+                    stats.leaves_open += open.len() + todo.len();
+                    return Ok(Search::Open { timed_out: false });
+                }
             };
             open.extend(children);
         }
@@ -238,7 +242,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
         (leaves, warm): (&[Leaf<T>], &[Start]),
-    ) -> Option<Vec<Leaf<T>>> {
+    ) -> Result<Vec<Leaf<T>>, Option<Counterexample>> {
         use rayon::prelude::*;
         let _p = crate::profile::span("branch.choose");
         let lower = self.opts.relu_lower;
@@ -249,14 +253,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .zip(todo)
             .map(|((sp, l), &i)| {
                 let b = bounds[i].as_ref()?;
-                let h = nearest_halfspace(sp, l)?;
+                let (_, h) = nearest_halfspace(sp, l)?;
                 crate::branch::choose_relu(net, b, &h.c, lower)
             })
             .collect();
         let mut out = Vec::with_capacity(2 * sps.len());
-        for (((sp, s), &i), warm) in sps.iter().zip(chosen).zip(todo).zip(warm) {
-            let s = s?;
-            let b = bounds[i].take()?;
+        for ((((sp, s), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
+            let b = bounds[i].take().ok_or(None)?;
+            let Some(s) = s else {
+                return Err(self.exact_leaf_corner(sp, l, &b, &leaves[i].splits, warm));
+            };
             for (child, active) in crate::branch::split_children(&b, s).into_iter().zip([true, false]) {
                 let mut splits = leaves[i].splits.clone();
                 splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
@@ -265,7 +271,28 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 out.push(Leaf { sp: (*sp).clone(), prior, after, splits, betas, slopes });
             }
         }
-        Some(out)
+        Ok(out)
+    }
+
+    /// A leaf with no unstable ReLU left has an exact relaxation: the box
+    /// corner minimising its nearest half-space's relaxed bound (with the
+    /// leaf's β and slopes) is tried as a counterexample.
+    fn exact_leaf_corner(
+        &self,
+        sp: &SubProblem,
+        lbs: &[f64],
+        b: &NodeBounds<T>,
+        splits: &[SplitConstraint],
+        (betas, slopes): &Start,
+    ) -> Option<Counterexample> {
+        let (h, half) = nearest_halfspace(sp, lbs)?;
+        let beta = betas.get(h).cloned().flatten().unwrap_or_default();
+        let view: crate::lagrange::SlotBounds<'_, T> = b.iter().map(|(l, h)| (&l[..], &h[..])).collect();
+        let lower = self.opts.relu_lower;
+        let x =
+            crate::lagrange::minimising_corner(self.net, &view, &half.c, (splits, &beta), slopes.as_deref(), lower)?;
+        let xf = crate::attack::to_f32_in_box(&x, &sp.input.lo, &sp.input.hi);
+        crate::attack::check_f32(self.net, sp, &xf).filter(|c| self.confirm(sp, &c.input))
     }
 
     /// A confirmed counterexample at an open leaf: its centre, else PGD on
@@ -302,7 +329,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for (sp, l) in sps.iter().zip(lbs) {
             xs.extend(sp.input.centre());
             let h = nearest_halfspace(sp, l);
-            seeds.extend(h.map_or(vec![0.0; n_out], |h| h.c.clone()));
+            seeds.extend(h.map_or(vec![0.0; n_out], |(_, h)| h.c.clone()));
         }
         // Gradients steer the search only; a backend failure falls back to widths.
         let grads = self.input_gradients(&xs, &seeds, sps.len()).unwrap_or_else(|_| vec![0.0; xs.len()]);
@@ -352,8 +379,9 @@ fn weakest(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> f64 {
     unproved_disjuncts(region, lbs).into_iter().map(|(_, _, best)| best).fold(f64::INFINITY, f64::min)
 }
 
-/// In the weakest open disjunct, the half-space with the largest lower bound.
-fn nearest_halfspace<'s>(sp: &'s SubProblem, lbs: &[f64]) -> Option<&'s crate::property::Halfspace> {
+/// In the weakest open disjunct, the half-space with the largest lower
+/// bound, and its index in `lbs`.
+fn nearest_halfspace<'s>(sp: &'s SubProblem, lbs: &[f64]) -> Option<(usize, &'s crate::property::Halfspace)> {
     let d = *crate::attack::weakest_disjuncts(sp, lbs, 1).first()?;
     let at: usize = sp.unsafe_region[..d].iter().map(|c| c.len()).sum();
     let conj = &sp.unsafe_region[d];
@@ -364,7 +392,7 @@ fn nearest_halfspace<'s>(sp: &'s SubProblem, lbs: &[f64]) -> Option<&'s crate::p
         );
         x.total_cmp(&y)
     })?;
-    conj.get(k)
+    Some((at + k, conj.get(k)?))
 }
 
 #[cfg(test)]
