@@ -6,8 +6,8 @@
 
 use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
-use crate::forward::RunState;
-use crate::lagrange::{Chosen, Objective, Slopes, SlotBounds, SplitConstraint};
+use crate::forward::{RunState, Step};
+use crate::lagrange::{Chosen, Objective, Slopes, SlotBias, SlotBounds, SplitConstraint};
 use crate::pgd::Target;
 use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
@@ -416,6 +416,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .collect();
         let (net, lower) = (self.net, self.opts.relu_lower);
         let nodes = net.nodes();
+        // The affine layers' constant intervals, which the sound bound pays.
+        let bias: Vec<Option<(Vec<T>, Vec<T>)>> = if jobs.is_empty() {
+            Vec::new()
+        } else {
+            st.steps
+                .iter()
+                .map(|step| match step {
+                    Step::Bias { lo, hi } => Some((self.backend.download(lo).ok()?, self.backend.download(hi).ok()?)),
+                    _ => None,
+                })
+                .collect()
+        };
         let chosen: Vec<(usize, Vec<usize>, Chosen)> = jobs
             .par_iter()
             .filter_map(|&s| {
@@ -443,7 +455,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         (&b.lo[s * k..(s + 1) * k], &b.hi[s * k..(s + 1) * k])
                     })
                     .collect();
-                let c = crate::lagrange::optimize(net, &view, &rows, w.splits, lower, (slopes, w.slopes))?;
+                let slot_bias: SlotBias<'_, T> = bias
+                    .iter()
+                    .zip(nodes)
+                    .map(|(b, n)| {
+                        let k = n.shape.numel();
+                        b.as_ref().map(|(lo, hi)| (&lo[s * k..(s + 1) * k], &hi[s * k..(s + 1) * k]))
+                    })
+                    .collect();
+                let c =
+                    crate::lagrange::optimize(net, (&view, &slot_bias), &rows, w.splits, lower, (slopes, w.slopes))?;
                 Some((s, hs, c))
             })
             .collect();
