@@ -75,6 +75,8 @@ struct Leaf<T> {
     betas: Warm,
     /// The lower slopes its parent's rows ended with.
     slopes: Option<Rc<Slopes>>,
+    /// Its parent's weakest bound (input splitting takes the weakest first).
+    weakest: f64,
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
@@ -125,16 +127,29 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         };
         let mut open: Vec<Leaf<T>> = roots
             .into_iter()
-            .map(|sp| Leaf { sp, prior: None, after: None, splits: Vec::new(), betas: Vec::new(), slopes: None })
+            .map(|sp| Leaf {
+                sp,
+                prior: None,
+                after: None,
+                splits: Vec::new(),
+                betas: Vec::new(),
+                slopes: None,
+                weakest: f64::NEG_INFINITY,
+            })
             .collect();
-        let mut analysed = 0;
+        let (mut analysed, mut stuck) = (0, 0);
         while !open.is_empty() {
             let late = deadline.is_some_and(|d| Instant::now() >= d);
             if late || (self.opts.timeout.is_none() && analysed >= budget) {
-                stats.leaves_open += open.len();
+                stats.leaves_open += open.len() + stuck;
                 return Ok(Search::Open { timed_out: late });
             }
-            // Depth first (the newest leaves), so the open list stays short.
+            // ReLU leaves depth first (the newest), so the open list stays
+            // short; input leaves weakest first (a few inputs keep the list
+            // small), which is also where counterexamples are.
+            if how == Branching::Inputs {
+                open.sort_by(|a, b| b.weakest.total_cmp(&a.weakest));
+            }
             let leaves = open.split_off(open.len().saturating_sub(cap));
             analysed += leaves.len();
             let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
@@ -150,7 +165,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .collect();
             let (res, bounds, mut duals) = match self.analyze_within(&refs, &within, deadline) {
                 Err(AnalysisError::Timeout) => {
-                    stats.leaves_open += open.len() + leaves.len();
+                    stats.leaves_open += open.len() + leaves.len() + stuck;
                     return Ok(Search::Open { timed_out: true });
                 }
                 r => r?,
@@ -170,14 +185,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             {
                 return Ok(Search::Falsified(c));
             }
-            stats.best_bound =
-                sps.iter().zip(&lbs).map(|(sp, l)| weakest(&sp.unsafe_region, l)).fold(f64::INFINITY, f64::min);
+            let weak: Vec<f64> = sps.iter().zip(&lbs).map(|(sp, l)| weakest(&sp.unsafe_region, l)).collect();
+            stats.best_bound = weak.iter().copied().fold(f64::INFINITY, f64::min);
             let mut bounds: Vec<Option<NodeBounds<T>>> = bounds.into_iter().map(Some).collect();
             let children = match how {
                 Branching::Inputs => {
                     let slopes: Vec<Option<Rc<Slopes>>> =
                         todo.iter().map(|i| duals.slopes.remove(i).map(Rc::new)).collect();
-                    self.input_children(&sps, &lbs, &todo, &mut bounds, &slopes)?.ok_or(None)
+                    Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak))?)
                 }
                 Branching::Relus => {
                     // Each open half-space's β, to start its children's search from.
@@ -192,33 +207,38 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm))
                 }
             };
-            let children = match children {
+            // A leaf that cannot be split stays open: the sub-problem cannot be
+            // proved any more, but the other leaves may still falsify it.
+            let (children, stuck_now) = match children {
                 Ok(c) => c,
-                Err(Some(c)) => return Ok(Search::Falsified(c)),
-                Err(None) => {
-                    stats.leaves_open += open.len() + todo.len();
-                    return Ok(Search::Open { timed_out: false });
-                }
+                Err(c) => return Ok(Search::Falsified(c)),
             };
+            stuck += stuck_now;
             open.extend(children);
+        }
+        if stuck > 0 {
+            stats.leaves_open += stuck;
+            return Ok(Search::Open { timed_out: false });
         }
         Ok(Search::Proved)
     }
 
-    /// Both halves of each open leaf (none when one cannot be halved).
+    /// Both halves of each open leaf, and how many could not be halved.
     fn input_children(
         &self,
         sps: &[&SubProblem],
         lbs: &[&[f64]],
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
-        slopes: &[Option<Rc<Slopes>>],
-    ) -> Result<Option<Vec<Leaf<T>>>, AnalysisError> {
-        let mut out = Vec::with_capacity(2 * sps.len());
-        for (((sp, d), &i), slopes) in sps.iter().zip(self.split_dims(sps, lbs)?).zip(todo).zip(slopes) {
+        (slopes, weak): (&[Option<Rc<Slopes>>], &[f64]),
+    ) -> Result<(Vec<Leaf<T>>, usize), AnalysisError> {
+        let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), 0);
+        let dims = self.split_dims(sps, lbs)?;
+        for ((((sp, d), &i), slopes), &weakest) in sps.iter().zip(dims).zip(todo).zip(slopes).zip(weak) {
             let h = halves(sp, d);
             if h.is_empty() {
-                return Ok(None);
+                stuck += 1;
+                continue;
             }
             let parent = bounds[i].take().map(Rc::new);
             out.extend(h.into_iter().map(|sp| Leaf {
@@ -228,13 +248,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 splits: Vec::new(),
                 betas: Vec::new(),
                 slopes: slopes.clone(),
+                weakest,
             }));
         }
-        Ok(Some(out))
+        Ok((out, stuck))
     }
 
-    /// Both sides of the chosen ReLU of each open leaf (none when a leaf
-    /// has no unstable ReLU left).
+    /// Both sides of the chosen ReLU of each open leaf, and how many leaves
+    /// have no unstable ReLU left (or a counterexample one of them gives).
     fn relu_children(
         &self,
         sps: &[&SubProblem],
@@ -242,7 +263,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
         (leaves, warm): (&[Leaf<T>], &[Start]),
-    ) -> Result<Vec<Leaf<T>>, Option<Counterexample>> {
+    ) -> Result<(Vec<Leaf<T>>, usize), Counterexample> {
         use rayon::prelude::*;
         let _p = crate::profile::span("branch.choose");
         let lower = self.opts.relu_lower;
@@ -257,21 +278,28 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 crate::branch::choose_relu(net, b, &h.c, lower)
             })
             .collect();
-        let mut out = Vec::with_capacity(2 * sps.len());
+        let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), 0);
         for ((((sp, s), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
-            let b = bounds[i].take().ok_or(None)?;
+            let Some(b) = bounds[i].take() else {
+                stuck += 1;
+                continue;
+            };
             let Some(s) = s else {
-                return Err(self.exact_leaf_corner(sp, l, &b, &leaves[i].splits, warm));
+                stuck += 1;
+                match self.exact_leaf_corner(sp, l, &b, &leaves[i].splits, warm) {
+                    Some(c) => return Err(c),
+                    None => continue,
+                }
             };
             for (child, active) in crate::branch::split_children(&b, s).into_iter().zip([true, false]) {
                 let mut splits = leaves[i].splits.clone();
                 splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
                 let (prior, after, betas, slopes) =
                     (Some(Rc::new(child)), Some(s.node), warm.0.clone(), warm.1.clone());
-                out.push(Leaf { sp: (*sp).clone(), prior, after, splits, betas, slopes });
+                out.push(Leaf { sp: (*sp).clone(), prior, after, splits, betas, slopes, weakest: f64::NEG_INFINITY });
             }
         }
-        Ok(out)
+        Ok((out, stuck))
     }
 
     /// A leaf with no unstable ReLU left has an exact relaxation: the box
@@ -340,8 +368,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let w: Vec<f64> = sp.input.lo.iter().zip(&sp.input.hi).map(|(l, h)| h - l).collect();
                 let g = &grads[k * n_in..(k + 1) * n_in];
                 let smear = |i: usize| (g[i].abs() * w[i], w[i]);
+                // Only an input whose midpoint lies strictly inside can be cut.
+                let halvable = |i: usize| {
+                    let (l, h) = (sp.input.lo[i], sp.input.hi[i]);
+                    let mid = l + (h - l) / 2.0;
+                    mid > l && mid < h
+                };
                 (0..n_in)
-                    .filter(|&i| w[i] > 0.0)
+                    .filter(|&i| halvable(i))
                     .max_by(|&a, &b| smear(a).partial_cmp(&smear(b)).unwrap_or(std::cmp::Ordering::Equal))
                     .unwrap_or(0)
             })
