@@ -46,10 +46,10 @@ pub(crate) fn choose_relu<T: Fp>(
         let p = node.inputs[0];
         let (lo, hi) = &bounds[p];
         for (j, &a) in coef[id].iter().enumerate() {
-            let (l, u) = (lo[j].to_f64_exact(), hi[j].to_f64_exact());
-            if !(l < 0.0 && u > 0.0) {
+            if !crate::relax::unstable(lo[j], hi[j]) {
                 continue;
             }
+            let (l, u) = (lo[j].to_f64_exact(), hi[j].to_f64_exact());
             let mu = relu_relax(lo[j], hi[j], lower).mu_up.to_f64_exact();
             let score = ((-a).max(0.0) * mu, a.abs() * u.min(-l));
             if score.0.is_finite() && score.1.is_finite() && best.is_none_or(|(_, s)| score > s) {

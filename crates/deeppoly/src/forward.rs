@@ -277,7 +277,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             for (&s, a) in slopes {
                 for (j, &v) in a[k].iter().enumerate().take(n) {
                     let i = s * n + j;
-                    if x.lo[i] < T::zero() && x.hi[i] > T::zero() {
+                    if crate::relax::unstable(x.lo[i], x.hi[i]) {
                         lam[i] = T::from_f64_nearest(v).max(T::zero()).min(T::one());
                     }
                 }

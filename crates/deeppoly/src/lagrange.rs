@@ -18,7 +18,7 @@
 //! backsubstitution then bounds the rows with them (`Analyzer::set_slopes`).
 
 use crate::ir::{Network, NodeId, Op};
-use crate::relax::{ReluLower, relu_relax};
+use crate::relax::{ReluLower, relu_relax, unstable};
 use polycert_interval::Fp;
 use rayon::prelude::*;
 
@@ -124,10 +124,11 @@ pub(crate) fn optimize<T: Fp>(
         .filter(|(_, n)| n.op == Op::Relu)
         .flat_map(|(id, n)| {
             let (lo, hi) = bounds[n.inputs[0]];
-            (0..lo.len()).filter(move |&j| lo[j] < T::zero() && hi[j] > T::zero()).map(move |j| (id, j))
+            (0..lo.len()).filter(move |&j| unstable(lo[j], hi[j])).map(move |j| (id, j))
         })
         .collect();
     let use_alpha = slopes && !unstable.is_empty();
+    let offsets = rounding_offsets(net, bias);
     if !use_alpha && splits.is_empty() {
         return None;
     }
@@ -169,7 +170,7 @@ pub(crate) fn optimize<T: Fp>(
             .par_iter()
             .zip(&betas)
             .map(|(r, b)| {
-                relaxed_bound(net, (bounds, bias), r.c, splits, b, a, lower).map(|(l, gb, ga)| (l - r.d, gb, ga))
+                relaxed_bound(net, (bounds, &offsets), r.c, splits, b, a, lower).map(|(l, gb, ga)| (l - r.d, gb, ga))
             })
             .collect::<Option<_>>()?;
         // Each row pulls until it is proved with room.
@@ -250,10 +251,9 @@ fn backward<T: Fp>(
             .enumerate()
             .map(|(j, (&gj, a))| {
                 let r = relu_relax(lo[j], hi[j], lower);
-                let unstable = lo[j] < T::zero() && hi[j] > T::zero();
                 let line = match alpha {
                     _ if gj < 0.0 => (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact()),
-                    Some(al) if unstable => {
+                    Some(al) if unstable(lo[j], hi[j]) => {
                         free[id][j] = gj;
                         (al[id][j], 0.0)
                     }
@@ -282,17 +282,25 @@ pub(crate) fn minimising_corner<T: Fp>(
     Some(corner(&coef[0], bounds[0]))
 }
 
-/// The bias of every neuron of an affine node (`None` for other nodes).
-fn nominal_bias(net: &Network, id: NodeId) -> Option<Vec<f64>> {
-    let node = net.node(id);
-    match &node.op {
-        Op::Dense { bias, .. } => Some(bias.clone()),
-        Op::Conv2d(c) => {
-            let hw = node.shape.h * node.shape.w;
-            Some((0..node.shape.numel()).map(|j| c.bias[j / hw.max(1)]).collect())
-        }
-        _ => None,
-    }
+/// Per affine node with a known constant interval, per neuron: its ends
+/// less the bias (what the relaxed network adds to the exact layer for a
+/// bound with a coefficient `≥ 0`, resp. `< 0` there).
+type Offsets = Vec<Option<Vec<(f64, f64)>>>;
+
+fn rounding_offsets<T: Fp>(net: &Network, bias: &SlotBias<'_, T>) -> Offsets {
+    net.nodes()
+        .iter()
+        .enumerate()
+        .map(|(id, node)| {
+            let (lo, hi) = (*bias.get(id)?)?;
+            let at = |j: usize| match &node.op {
+                Op::Dense { bias, .. } => Some(bias[j]),
+                Op::Conv2d(c) => Some(c.bias[j / (node.shape.h * node.shape.w).max(1)]),
+                _ => None,
+            };
+            (0..lo.len()).map(|j| at(j).map(|b| (lo[j].to_f64_exact() - b, hi[j].to_f64_exact() - b))).collect()
+        })
+        .collect()
 }
 
 fn corner<T: Fp>(a: &[f64], (lo, hi): (&[T], &[T])) -> Vec<f64> {
@@ -303,7 +311,7 @@ fn corner<T: Fp>(a: &[f64], (lo, hi): (&[T], &[T])) -> Vec<f64> {
 /// in the slopes (`alpha`: `None` for the relaxation's own).
 fn relaxed_bound<T: Fp>(
     net: &Network,
-    (bounds, bias): (&SlotBounds<'_, T>, &SlotBias<'_, T>),
+    (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
     c: &[f64],
     splits: &[SplitConstraint],
     beta: &[f64],
@@ -324,10 +332,9 @@ fn relaxed_bound<T: Fp>(
             let ins: Vec<&[f64]> = node.inputs.iter().map(|&k| &z[k][..]).collect();
             let mut v = crate::eval::eval_node(net, id, &ins);
             // The constant interval's end the bound uses, in place of the bias.
-            if let (Some(Some((lo, hi))), Some(b)) = (bias.get(id), nominal_bias(net, id)) {
-                for (j, x) in v.iter_mut().enumerate() {
-                    let end = if coef[id][j] >= 0.0 { lo[j] } else { hi[j] };
-                    *x += end.to_f64_exact() - b[j];
+            if let Some(Some(off)) = offsets.get(id) {
+                for ((x, &(lo, hi)), &a) in v.iter_mut().zip(off).zip(&coef[id]) {
+                    *x += if a >= 0.0 { lo } else { hi };
                 }
             }
             v
@@ -376,23 +383,24 @@ mod tests {
         ];
         let sb = view(&b);
         let nb: SlotBias<'_, f64> = vec![None; 4];
+        let off = rounding_offsets(&n, &nb);
         let splits = [
             SplitConstraint { node: 1, neuron: 0, active: false },
             SplitConstraint { node: 1, neuron: 1, active: true },
         ];
         let area = ReluLower::Area;
-        let (l0, g0, _) = relaxed_bound(&n, (&sb, &nb), &[1.0], &splits, &[0.0, 0.0], None, area).unwrap();
+        let (l0, g0, _) = relaxed_bound(&n, (&sb, &off), &[1.0], &splits, &[0.0, 0.0], None, area).unwrap();
         assert_eq!(l0, -2.0);
         // At the minimiser (1, 1): s = (2, 2), so g = (−s_0, s_1) → ∂L/∂β = (2, −2).
         assert_eq!(g0, vec![2.0, -2.0]);
-        let (l1, _, _) = relaxed_bound(&n, (&sb, &nb), &[1.0], &splits, &[1.0, 0.0], None, area).unwrap();
+        let (l1, _, _) = relaxed_bound(&n, (&sb, &off), &[1.0], &splits, &[1.0, 0.0], None, area).unwrap();
         assert_eq!(l1, 0.0);
         let rows = [Objective { c: &[1.0], d: 0.0, beta: None }];
         // Every ReLU is stable here: no slopes to choose, even when asked.
         let got = optimize(&n, (&sb, &nb), &rows, &splits, area, (true, None)).unwrap();
         assert_eq!(got.alpha, None);
         let beta = got.betas[0].clone().unwrap();
-        let (lb, _, _) = relaxed_bound(&n, (&sb, &nb), &[1.0], &splits, &beta, None, area).unwrap();
+        let (lb, _, _) = relaxed_bound(&n, (&sb, &off), &[1.0], &splits, &beta, None, area).unwrap();
         assert!(lb > -0.2 && beta[0] > 0.8, "{lb} {beta:?}");
     }
 
@@ -416,19 +424,20 @@ mod tests {
         ];
         let sb = view(&b);
         let nb: SlotBias<'_, f64> = vec![None; 5];
+        let off = rounding_offsets(&n2, &nb);
         let area = ReluLower::Area;
-        let (l0, _, _) = relaxed_bound(&n2, (&sb, &nb), &[1.0], &[], &[], None, area).unwrap();
+        let (l0, _, _) = relaxed_bound(&n2, (&sb, &off), &[1.0], &[], &[], None, area).unwrap();
         assert_eq!(l0, -0.5);
         let mut al: Slopes = vec![Vec::new(); 5];
         al[2] = vec![0.25];
-        let (l1, _, ga) = relaxed_bound(&n2, (&sb, &nb), &[1.0], &[], &[], Some(&al), area).unwrap();
+        let (l1, _, ga) = relaxed_bound(&n2, (&sb, &off), &[1.0], &[], &[], Some(&al), area).unwrap();
         // (0.25 − 0.5)·x is least at x = 1: −0.25, and ∂L/∂α = 1·x̂ = 1.
         assert_eq!((l1, ga[2][0]), (-0.25, 1.0));
         let rows = [Objective { c: &[1.0], d: 0.0, beta: None }];
         assert_eq!(optimize(&n2, (&sb, &nb), &rows, &[], area, (false, None)), None);
         let got = optimize(&n2, (&sb, &nb), &rows, &[], area, (true, None)).unwrap();
         let a = got.alpha.unwrap();
-        let (l2, _, _) = relaxed_bound(&n2, (&sb, &nb), &[1.0], &[], &[], Some(&a), area).unwrap();
+        let (l2, _, _) = relaxed_bound(&n2, (&sb, &off), &[1.0], &[], &[], Some(&a), area).unwrap();
         assert!(l2 > -0.06 && (a[2][0] - 0.5).abs() < 0.06, "{l2} {a:?}");
         assert_eq!(got.betas, vec![None]);
         // h's rounding `[−0.1, 0.1]` around its bias 0: the bound, which adds
@@ -438,7 +447,8 @@ mod tests {
         wide[3] = Some((&lo[..], &hi[..]));
         let mut half: Slopes = vec![Vec::new(); 5];
         half[2] = vec![0.5];
-        let (l3, _, _) = relaxed_bound(&n2, (&sb, &wide), &[1.0], &[], &[], Some(&half), area).unwrap();
+        let (l3, _, _) =
+            relaxed_bound(&n2, (&sb, &rounding_offsets(&n2, &wide)), &[1.0], &[], &[], Some(&half), area).unwrap();
         assert!((l3 + 0.1).abs() < 1e-12, "{l3}");
     }
 }

@@ -162,7 +162,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .flat_map(|&s| (0..n).map(move |i| (s, i)))
                 .filter(|&(s, i)| {
                     let (l, h) = (b.lo[s * n + i], b.hi[s * n + i]);
-                    if sigmoid { l < h } else { l < T::zero() && h > T::zero() }
+                    if sigmoid { l < h } else { crate::relax::unstable(l, h) }
                 })
                 .collect();
             if unstable.is_empty() {

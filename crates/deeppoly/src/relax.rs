@@ -20,6 +20,12 @@ pub struct ReluRelax<T> {
     pub mu_up: T,
 }
 
+/// Whether a ReLU with input range `[l, u]` is unstable (straddles 0):
+/// only then is its relaxation inexact and its lower slope free.
+pub fn unstable<T: Fp>(l: T, u: T) -> bool {
+    l < T::zero() && u > T::zero()
+}
+
 /// Relaxation for an input range `[l, u]`. The upper line uses the slope
 /// `λ = u/(u − l)` rounded to nearest, and an intercept rounded up so the
 /// line lies above ReLU at both ends of `[l, u]` (hence on all of it).

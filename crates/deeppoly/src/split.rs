@@ -368,14 +368,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let w: Vec<f64> = sp.input.lo.iter().zip(&sp.input.hi).map(|(l, h)| h - l).collect();
                 let g = &grads[k * n_in..(k + 1) * n_in];
                 let smear = |i: usize| (g[i].abs() * w[i], w[i]);
-                // Only an input whose midpoint lies strictly inside can be cut.
-                let halvable = |i: usize| {
-                    let (l, h) = (sp.input.lo[i], sp.input.hi[i]);
-                    let mid = l + (h - l) / 2.0;
-                    mid > l && mid < h
-                };
                 (0..n_in)
-                    .filter(|&i| halvable(i))
+                    .filter(|&i| midpoint(sp.input.lo[i], sp.input.hi[i]).is_some())
                     .max_by(|&a, &b| smear(a).partial_cmp(&smear(b)).unwrap_or(std::cmp::Ordering::Equal))
                     .unwrap_or(0)
             })
@@ -396,15 +390,20 @@ fn open_part(sp: &SubProblem, lbs: &[f64]) -> (SubProblem, Vec<f64>, Vec<usize>)
 /// The two halves of `sp` cut at the midpoint of input `d` (none when the
 /// midpoint is an end: the box cannot be cut there).
 fn halves(sp: &SubProblem, d: usize) -> Vec<SubProblem> {
-    let (l, h) = (sp.input.lo[d], sp.input.hi[d]);
-    let mid = l + (h - l) / 2.0;
-    if !(mid > l && mid < h) {
+    let Some(mid) = midpoint(sp.input.lo[d], sp.input.hi[d]) else {
         return Vec::new();
-    }
+    };
     let (mut a, mut b) = (sp.clone(), sp.clone());
     a.input.hi[d] = mid;
     b.input.lo[d] = mid;
     vec![a, b]
+}
+
+/// The midpoint of `[l, h]` where it lies strictly inside (an input that
+/// can be cut there).
+fn midpoint(l: f64, h: f64) -> Option<f64> {
+    let mid = l + (h - l) / 2.0;
+    (mid > l && mid < h).then_some(mid)
 }
 
 /// The largest lower bound among the half-spaces of each disjunct, the
