@@ -83,7 +83,8 @@ pub struct AnalysisArgs {
     jobs: Option<usize>,
     /// Properties whose rows share one backsubstitution (`verify` with several
     /// properties; default: as many as a quarter of the memory budget holds, at
-    /// most 256; 1: one at a time; the interval arithmetic always takes one).
+    /// most 256; given, up to 1024; also the leaves a search analyses at once;
+    /// 1: one at a time; the interval arithmetic always takes one).
     #[arg(long)]
     batch: Option<usize>,
 }

@@ -24,8 +24,10 @@ pub struct Options {
     /// Bytes for expression matrices (default: the backend's budget).
     pub memory_budget: Option<usize>,
     /// Properties analysed together by [`Analyzer::analyze_batch`]
-    /// (default: as many as a quarter of the memory budget holds, at most
-    /// [`crate::batch::MAX_BATCH`]; the interval arithmetic takes one).
+    /// and leaves a search analyses at once (default: as many as a quarter
+    /// of the memory budget holds, at most the backend's `batch_hint`;
+    /// given, at most [`crate::batch::MAX_BATCH`]; the interval arithmetic
+    /// takes one).
     pub batch: Option<usize>,
     pub timeout: Option<Duration>,
     /// PGD steps tried when the analysis cannot prove a sub-problem (0: none).

@@ -142,7 +142,7 @@ pub trait Backend<T: Fp>: Send + Sync {
     /// Properties worth batching together on this backend (an upper bound
     /// on the default batch; the memory budget may lower it).
     fn batch_hint(&self) -> usize {
-        crate::batch::MAX_BATCH
+        crate::batch::DEFAULT_BATCH
     }
 
     fn upload(&self, data: &[T]) -> BResult<Self::Buf>;

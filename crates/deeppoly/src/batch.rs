@@ -16,8 +16,11 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::time::Instant;
 
-/// The most properties analysed together.
-pub const MAX_BATCH: usize = 256;
+/// The most sub-problems analysed together (`Options::batch`).
+pub const MAX_BATCH: usize = 1024;
+
+/// The default batch of a backend that names none ([`Backend::batch_hint`]).
+pub const DEFAULT_BATCH: usize = 256;
 
 /// Values per neuron and batch slot that a run state keeps: host and device
 /// bounds, relaxation or bias tables, `r` and `|W|·r`.

@@ -23,28 +23,62 @@ pub(crate) struct ReluSplit {
     pub neuron: usize,
 }
 
-/// The unstable ReLU whose split should help the lower bound of `c·y` most,
-/// by BaBSR's intercept score: the objective's coefficient on the ReLU's
-/// output, backsubstituted through the relaxations of `bounds` (on the
-/// host, in f64 without rounding: it steers the search only), times the
-/// upper line's intercept when the bound uses that line (a negative
-/// coefficient). When no coefficient is negative, the largest
-/// `|coefficient|·min(u, −l)` (the lower line's gap) decides. `None`: no
-/// unstable ReLU is left.
-pub(crate) fn choose_relu<T: Fp>(
+/// The first of the highest scores.
+fn top(bests: &[(ReluSplit, (f64, f64))]) -> Option<ReluSplit> {
+    bests
+        .iter()
+        .fold(None, |b: Option<&(ReluSplit, (f64, f64))>, x| if b.is_none_or(|b| x.1 > b.1) { Some(x) } else { b })
+        .map(|b| b.0)
+}
+
+/// The splits a search leaf tries: BaBSR's choice (the best by its
+/// intercept score over every layer, see [`layer_bests`]) and
+/// the best by the same score in the first layer with an unstable ReLU,
+/// when they differ. BaBSR counts only the bound's own use of a
+/// relaxation; a split in an early layer also tightens every later layer's
+/// bounds. On a 6-layer MNIST net whose last layers are wholly unstable,
+/// BaBSR splits 150 last-layer ReLUs before any leaf is proved, where six
+/// first-layer splits take the bound from −1065 to −0.5; on a 2-layer one,
+/// BaBSR needs fewer leaves. The search analyses both pairs of children and
+/// keeps the better (`split.rs`).
+pub(crate) fn relu_candidates<T: Fp>(
     net: &Network,
     bounds: &NodeBounds<T>,
     c: &[f64],
     lower: ReluLower,
-) -> Option<ReluSplit> {
+) -> Vec<ReluSplit> {
+    let bests = layer_bests(net, bounds, c, lower);
+    let Some(top) = top(&bests) else {
+        return Vec::new();
+    };
+    match bests.first() {
+        Some(&(first, _)) if first != top => vec![top, first],
+        _ => vec![top],
+    }
+}
+
+/// Per ReLU layer with an unstable ReLU (in order), its best split by
+/// BaBSR's intercept score: the objective's coefficient `a_j` on the ReLU's
+/// output, backsubstituted through the relaxations of `bounds` (on the
+/// host, in f64 without rounding: it steers the search only), times the
+/// upper line's intercept `μ_j` when the bound uses that line (`a_j < 0`);
+/// ties (no negative coefficient) by `|a_j|·min(u, −l)`, the lower line's
+/// gap.
+fn layer_bests<T: Fp>(
+    net: &Network,
+    bounds: &NodeBounds<T>,
+    c: &[f64],
+    lower: ReluLower,
+) -> Vec<(ReluSplit, (f64, f64))> {
     let coef = relaxed_coefficients(net, bounds, c, lower);
-    let mut best: Option<(ReluSplit, (f64, f64))> = None;
+    let mut out = Vec::new();
     for (id, node) in net.nodes().iter().enumerate() {
         if node.op != Op::Relu {
             continue;
         }
         let p = node.inputs[0];
         let (lo, hi) = &bounds[p];
+        let mut best: Option<(ReluSplit, (f64, f64))> = None;
         for (j, &a) in coef[id].iter().enumerate() {
             if !crate::relax::unstable(lo[j], hi[j]) {
                 continue;
@@ -56,8 +90,9 @@ pub(crate) fn choose_relu<T: Fp>(
                 best = Some((ReluSplit { node: p, neuron: j }, score));
             }
         }
+        out.extend(best);
     }
-    best.map(|(s, _)| s)
+    out
 }
 
 /// The two children of a split: `x_j ≥ 0` then `x_j ≤ 0`.
@@ -132,15 +167,48 @@ mod tests {
         let coef = relaxed_coefficients(&n, &b, &[1.0], ReluLower::Area);
         assert_eq!(coef[2], vec![1.0, -1.0]);
         assert_eq!(coef[1], vec![1.0, -0.5]);
-        assert_eq!(choose_relu(&n, &b, &[1.0], ReluLower::Area), Some(ReluSplit { node: 1, neuron: 1 }));
+        assert_eq!(
+            relu_candidates(&n, &b, &[1.0], ReluLower::Area).first().copied(),
+            Some(ReluSplit { node: 1, neuron: 1 })
+        );
         // Lower bound of −y: now relu(x0) pays its intercept.
-        assert_eq!(choose_relu(&n, &b, &[-1.0], ReluLower::Area), Some(ReluSplit { node: 1, neuron: 0 }));
+        assert_eq!(
+            relu_candidates(&n, &b, &[-1.0], ReluLower::Area).first().copied(),
+            Some(ReluSplit { node: 1, neuron: 0 })
+        );
         let [a, i] = split_children(&b, ReluSplit { node: 1, neuron: 0 });
         assert_eq!((a[1].0[0], a[1].1[0], i[1].0[0], i[1].1[0]), (0.0, 3.0, -1.0, 0.0));
         assert_eq!(a[1].0[1], -2.0);
         // Every ReLU stable: nothing to split.
         let mut s = b.clone();
         s[1] = (vec![0.5, -2.0], vec![3.0, -1.0]);
-        assert_eq!(choose_relu(&n, &s, &[1.0], ReluLower::Area), None);
+        assert_eq!(relu_candidates(&n, &s, &[1.0], ReluLower::Area).first().copied(), None);
+    }
+
+    /// `y = −relu(g)`, `g = 0.1·relu(x0) + relu(x1 + 2) − 2 ∈ [−1, 1.1]`:
+    /// BaBSR scores g's ReLU `1.1/2.1` and x0's `0.05·0.5`, so it splits g;
+    /// the first layer's candidate is x0.
+    #[test]
+    fn candidates_are_babsr_then_the_first_layers_best() {
+        let mut n = Network::new(Shape::flat(2));
+        n.push("h", Op::Dense { weight: vec![1.0, 0.0, 0.0, 1.0], bias: vec![0.0, 2.0], out: 2 }, &[0]).unwrap();
+        n.push("r1", Op::Relu, &[1]).unwrap();
+        n.push("g", Op::Dense { weight: vec![0.1, 1.0], bias: vec![-2.0], out: 1 }, &[2]).unwrap();
+        n.push("r2", Op::Relu, &[3]).unwrap();
+        n.push("y", Op::Dense { weight: vec![-1.0], bias: vec![0.0], out: 1 }, &[4]).unwrap();
+        let b: NodeBounds<f64> = vec![
+            (vec![-1.0, -1.0], vec![1.0, 1.0]),
+            (vec![-1.0, 1.0], vec![1.0, 3.0]),
+            (vec![0.0, 1.0], vec![1.0, 3.0]),
+            (vec![-1.0], vec![1.1]),
+            (vec![0.0], vec![1.1]),
+            (vec![-1.1], vec![0.0]),
+        ];
+        let got = relu_candidates(&n, &b, &[1.0], ReluLower::Area);
+        assert_eq!(got, vec![ReluSplit { node: 3, neuron: 0 }, ReluSplit { node: 1, neuron: 0 }]);
+        // With g stable, x0 is both BaBSR's and the first layer's: one candidate.
+        let mut s = b.clone();
+        s[3] = (vec![0.1], vec![1.1]);
+        assert_eq!(relu_candidates(&n, &s, &[1.0], ReluLower::Area), vec![ReluSplit { node: 1, neuron: 0 }]);
     }
 }

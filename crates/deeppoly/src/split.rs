@@ -77,6 +77,9 @@ struct Leaf<T> {
     slopes: Option<Rc<Slopes>>,
     /// Its parent's weakest bound (input splitting takes the weakest first).
     weakest: f64,
+    /// `(parent, candidate)` when its parent tried several splits: only the
+    /// candidate whose children end better is kept.
+    pick: Option<(usize, usize)>,
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
@@ -135,9 +138,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 betas: Vec::new(),
                 slopes: None,
                 weakest: f64::NEG_INFINITY,
+                pick: None,
             })
             .collect();
         let (mut analysed, mut stuck) = (0, 0);
+        let mut picks = Picks::default();
         while !open.is_empty() {
             let late = deadline.is_some_and(|d| Instant::now() >= d);
             if late || (self.opts.timeout.is_none() && analysed >= budget) {
@@ -150,8 +155,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if how == Branching::Inputs {
                 open.sort_by(|a, b| b.weakest.total_cmp(&a.weakest));
             }
-            let leaves = open.split_off(open.len().saturating_sub(cap));
-            analysed += leaves.len();
+            // A parent's candidate children are analysed together.
+            let mut cut = open.len().saturating_sub(cap);
+            while cut > 0 && open[cut].pick.is_some_and(|p| open[cut - 1].pick.is_some_and(|q| q.0 == p.0)) {
+                cut -= 1;
+            }
+            let leaves = open.split_off(cut);
             let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
             let within: Vec<Within<'_, T>> = leaves
                 .iter()
@@ -170,8 +179,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
                 r => r?,
             };
-            let todo: Vec<usize> = (0..leaves.len()).filter(|&i| !res[i].1).collect();
-            stats.leaves_proved += leaves.len() - todo.len();
+            let keep = picks.keep(&leaves, &res);
+            analysed += keep.iter().filter(|&&k| k).count();
+            let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].1).collect();
+            stats.leaves_proved += (0..leaves.len()).filter(|&i| keep[i] && res[i].1).count();
             if todo.is_empty() {
                 continue;
             }
@@ -204,7 +215,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                             (b, duals.slopes.remove(&i).map(Rc::new))
                         })
                         .collect();
-                    self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm))
+                    self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm), &mut picks)
                 }
             };
             // A leaf that cannot be split stays open: the sub-problem cannot be
@@ -249,6 +260,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 betas: Vec::new(),
                 slopes: slopes.clone(),
                 weakest,
+                pick: None,
             }));
         }
         Ok((out, stuck))
@@ -263,40 +275,51 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
         (leaves, warm): (&[Leaf<T>], &[Start]),
+        picks: &mut Picks,
     ) -> Result<(Vec<Leaf<T>>, usize), Counterexample> {
         use rayon::prelude::*;
         let _p = crate::profile::span("branch.choose");
         let lower = self.opts.relu_lower;
         let net = self.net;
-        let chosen: Vec<Option<crate::branch::ReluSplit>> = sps
+        let chosen: Vec<Vec<crate::branch::ReluSplit>> = sps
             .par_iter()
             .zip(lbs)
             .zip(todo)
             .map(|((sp, l), &i)| {
-                let b = bounds[i].as_ref()?;
-                let (_, h) = nearest_halfspace(sp, l)?;
-                crate::branch::choose_relu(net, b, &h.c, lower)
+                let (Some(b), Some((_, h))) = (bounds[i].as_ref(), nearest_halfspace(sp, l)) else {
+                    return Vec::new();
+                };
+                crate::branch::relu_candidates(net, b, &h.c, lower)
             })
             .collect();
         let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), 0);
-        for ((((sp, s), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
+        for ((((sp, cands), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
             let Some(b) = bounds[i].take() else {
                 stuck += 1;
                 continue;
             };
-            let Some(s) = s else {
+            if cands.is_empty() {
                 stuck += 1;
                 match self.exact_leaf_corner(sp, l, &b, &leaves[i].splits, warm) {
                     Some(c) => return Err(c),
                     None => continue,
                 }
+            }
+            picks.parents += 1;
+            let cands = match picks.only() {
+                Some(k) if cands.len() > 1 => vec![cands[k]],
+                _ => cands,
             };
-            for (child, active) in crate::branch::split_children(&b, s).into_iter().zip([true, false]) {
-                let mut splits = leaves[i].splits.clone();
-                splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
-                let (prior, after, betas, slopes) =
-                    (Some(Rc::new(child)), Some(s.node), warm.0.clone(), warm.1.clone());
-                out.push(Leaf { sp: (*sp).clone(), prior, after, splits, betas, slopes, weakest: f64::NEG_INFINITY });
+            for (k, &s) in cands.iter().enumerate() {
+                let pick = (cands.len() > 1).then_some((picks.parents, k));
+                for (child, active) in crate::branch::split_children(&b, s).into_iter().zip([true, false]) {
+                    let mut splits = leaves[i].splits.clone();
+                    splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
+                    let (prior, after, betas, slopes) =
+                        (Some(Rc::new(child)), Some(s.node), warm.0.clone(), warm.1.clone());
+                    let sp = (*sp).clone();
+                    out.push(Leaf { sp, prior, after, splits, betas, slopes, weakest: f64::NEG_INFINITY, pick });
+                }
             }
         }
         Ok((out, stuck))
@@ -377,6 +400,52 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 }
 
+/// Which of a ReLU leaf's candidate splits (`branch::relu_candidates`:
+/// BaBSR's, then the first layer's) the search tries. Both pairs of
+/// children are analysed and the better kept, until one candidate wins
+/// under a quarter of the decided parents: then only the other is tried,
+/// with both on every `PROBE`-th parent, so the shares stay current.
+#[derive(Default)]
+struct Picks {
+    parents: usize,
+    wins: [usize; 2],
+}
+
+impl Picks {
+    const WARMUP: usize = 32;
+    const PROBE: usize = 8;
+
+    /// The one candidate to try, if the other rarely wins.
+    fn only(&self) -> Option<usize> {
+        let decided = self.wins[0] + self.wins[1];
+        if decided < Self::WARMUP || self.parents.is_multiple_of(Self::PROBE) {
+            return None;
+        }
+        (0..2).find(|&k| 4 * self.wins[1 - k] < decided)
+    }
+
+    /// Per analysed leaf, whether it counts: of a parent's candidates, the
+    /// one whose worse child ends with the better bound (a proved child
+    /// counts as `+∞`; ties keep the first, BaBSR's).
+    fn keep<T>(&mut self, leaves: &[Leaf<T>], res: &[crate::batch::SlotResult]) -> Vec<bool> {
+        let end = |i: usize| if res[i].1 { f64::INFINITY } else { weakest(&leaves[i].sp.unsafe_region, &res[i].0) };
+        // Per parent: per candidate, its worse child's bound.
+        let mut worst: std::collections::BTreeMap<usize, [f64; 2]> = std::collections::BTreeMap::new();
+        for (i, l) in leaves.iter().enumerate() {
+            if let Some((p, k)) = l.pick {
+                let w = worst.entry(p).or_insert([f64::INFINITY; 2]);
+                w[k] = w[k].min(end(i));
+            }
+        }
+        let best: std::collections::BTreeMap<usize, usize> =
+            worst.into_iter().map(|(p, w)| (p, usize::from(w[1] > w[0]))).collect();
+        for &k in best.values() {
+            self.wins[k] += 1;
+        }
+        leaves.iter().map(|l| l.pick.is_none_or(|(p, k)| best[&p] == k)).collect()
+    }
+}
+
 /// `sp` without the disjuncts `lbs` (its half-spaces' lower bounds) prove,
 /// the lower bounds of its half-spaces, and their indices in `lbs`.
 fn open_part(sp: &SubProblem, lbs: &[f64]) -> (SubProblem, Vec<f64>, Vec<usize>) {
@@ -432,6 +501,54 @@ fn nearest_halfspace<'s>(sp: &'s SubProblem, lbs: &[f64]) -> Option<(usize, &'s 
 mod tests {
     use super::*;
     use crate::property::{InputBox, Property};
+
+    /// Two candidates of parent 1: BaBSR's children end at −1 and proved,
+    /// the first layer's at −0.5 and −0.2: the second is kept (its worse
+    /// child is better). Parent 2 ties: BaBSR's is kept. A leaf without a
+    /// pick always counts.
+    #[test]
+    fn picks_keep_the_candidate_whose_worse_child_is_better() {
+        let p = Property::robustness("p", InputBox::new(vec![0.0], vec![1.0]).expect("box"), 0, 2).expect("p");
+        let leaf = |pick| Leaf::<f64> {
+            sp: p.subproblems[0].clone(),
+            prior: None,
+            after: None,
+            splits: Vec::new(),
+            betas: Vec::new(),
+            slopes: None,
+            weakest: f64::NEG_INFINITY,
+            pick,
+        };
+        let leaves: Vec<Leaf<f64>> =
+            [Some((1, 0)), Some((1, 0)), Some((1, 1)), Some((1, 1)), Some((2, 0)), Some((2, 1)), None]
+                .into_iter()
+                .map(leaf)
+                .collect();
+        let res = vec![
+            (vec![-1.0], false),
+            (vec![0.5], true),
+            (vec![-0.5], false),
+            (vec![-0.2], false),
+            (vec![-0.3], false),
+            (vec![-0.3], false),
+            (vec![-9.0], false),
+        ];
+        let mut picks = Picks::default();
+        assert_eq!(picks.keep(&leaves, &res), vec![false, false, true, true, true, false, true]);
+        assert_eq!(picks.wins, [1, 1]);
+    }
+
+    /// Both candidates until 32 parents are decided; then the one that wins
+    /// three quarters or more alone, but for every 8th parent.
+    #[test]
+    fn picks_try_one_candidate_once_the_other_rarely_wins() {
+        let at = |wins, parents| Picks { parents, wins }.only();
+        assert_eq!(at([20, 5], 33), None);
+        assert_eq!(at([40, 5], 33), Some(0));
+        assert_eq!(at([5, 40], 33), Some(1));
+        assert_eq!(at([40, 5], 40), None);
+        assert_eq!(at([25, 15], 33), None);
+    }
 
     #[test]
     fn halves_cover_the_box_and_stop_at_float_resolution() {
