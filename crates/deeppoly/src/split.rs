@@ -179,8 +179,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
                 r => r?,
             };
+            // The budget counts every leaf analysed, a dropped candidate's too.
+            analysed += leaves.len();
             let keep = picks.keep(&leaves, &res);
-            analysed += keep.iter().filter(|&&k| k).count();
             let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].1).collect();
             stats.leaves_proved += (0..leaves.len()).filter(|&i| keep[i] && res[i].1).count();
             if todo.is_empty() {
