@@ -82,6 +82,22 @@ struct Leaf<T> {
     pick: Option<(usize, usize)>,
 }
 
+impl<T> Leaf<T> {
+    /// A search's root: the sub-problem alone, nothing inherited.
+    fn root(sp: SubProblem) -> Self {
+        Self {
+            sp,
+            prior: None,
+            after: None,
+            splits: Vec::new(),
+            betas: Vec::new(),
+            slopes: None,
+            weakest: f64::NEG_INFINITY,
+            pick: None,
+        }
+    }
+}
+
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// How properties the analysis leaves open are searched, if at all.
     pub(crate) fn branching(&self) -> Option<Branching> {
@@ -128,19 +144,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .collect(),
             _ => vec![sp.clone()],
         };
-        let mut open: Vec<Leaf<T>> = roots
-            .into_iter()
-            .map(|sp| Leaf {
-                sp,
-                prior: None,
-                after: None,
-                splits: Vec::new(),
-                betas: Vec::new(),
-                slopes: None,
-                weakest: f64::NEG_INFINITY,
-                pick: None,
-            })
-            .collect();
+        let mut open: Vec<Leaf<T>> = roots.into_iter().map(Leaf::root).collect();
         let (mut analysed, mut stuck) = (0, 0);
         let mut picks = Picks::default();
         while !open.is_empty() {
@@ -510,16 +514,7 @@ mod tests {
     #[test]
     fn picks_keep_the_candidate_whose_worse_child_is_better() {
         let p = Property::robustness("p", InputBox::new(vec![0.0], vec![1.0]).expect("box"), 0, 2).expect("p");
-        let leaf = |pick| Leaf::<f64> {
-            sp: p.subproblems[0].clone(),
-            prior: None,
-            after: None,
-            splits: Vec::new(),
-            betas: Vec::new(),
-            slopes: None,
-            weakest: f64::NEG_INFINITY,
-            pick,
-        };
+        let leaf = |pick| Leaf::<f64> { pick, ..Leaf::root(p.subproblems[0].clone()) };
         let leaves: Vec<Leaf<f64>> =
             [Some((1, 0)), Some((1, 0)), Some((1, 1)), Some((1, 1)), Some((2, 0)), Some((2, 1)), None]
                 .into_iter()
