@@ -37,8 +37,9 @@ fn top(bests: &[(ReluSplit, (f64, f64))]) -> Option<ReluSplit> {
 /// when they differ. BaBSR counts only the bound's own use of a
 /// relaxation; a split in an early layer also tightens every later layer's
 /// bounds. On a 6-layer MNIST net whose last layers are wholly unstable,
-/// BaBSR splits 150 last-layer ReLUs before any leaf is proved, where six
-/// first-layer splits take the bound from −1065 to −0.5; on a 2-layer one,
+/// BaBSR splits 140 last-layer ReLUs before any leaf is proved, where six
+/// first-layer splits take the best leaf's bound from −1065 to −0.5; on a
+/// 2-layer one,
 /// BaBSR needs fewer leaves. The search analyses both pairs of children and
 /// keeps the better (`split.rs`).
 pub(crate) fn relu_candidates<T: Fp>(
