@@ -8,7 +8,7 @@ use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
 use crate::forward::{RunState, Step};
 use crate::lagrange::{Chosen, Objective, Slopes, SlotBias, SlotBounds, SplitConstraint};
-use crate::pgd::Target;
+use crate::pgd::{Start, Target};
 use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
 use rayon::prelude::*;
@@ -236,7 +236,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let targets: Vec<Target<'_>> = (0..sps.len())
             .filter(|&g| hits[g].is_none())
             .flat_map(|g| (0..sps[g].unsafe_region.len()).map(move |d| (g, d)))
-            .map(|(group, disjunct)| Target { sp: sps[group], disjunct, group, restart: 0 })
+            .map(|(group, disjunct)| Target { sp: sps[group], disjunct, group, start: Start::Centre })
             .collect();
         let found = self.attack_or_nothing(&targets, sps.len(), deadline);
         for (h, f) in hits.iter_mut().zip(found) {
@@ -277,7 +277,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if let Some(&s) = slots.iter().find(|&&s| !results[s].1) {
                 for disjunct in crate::attack::weakest_disjuncts(work[s], &results[s].0, 3) {
                     for restart in 0..=self.opts.attack_restarts as u32 {
-                        targets.push(Target { sp: work[s], disjunct, group, restart });
+                        let start = if restart == 0 { Start::Centre } else { Start::Random(restart) };
+                        targets.push(Target { sp: work[s], disjunct, group, start });
                     }
                 }
             }

@@ -448,6 +448,31 @@ pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     assert!(c.input.iter().all(|&v| v == 1.0), "{:?}", c.input);
 }
 
+/// `y = 1 − relu(s − 15)`, `s = Σ x_i` over `[−1, 1]^17`: flat at the
+/// centre, so PGD from there steps every input down (a zero gradient) and
+/// never leaves `y = 1`; `y ≤ 0` needs `s ≥ 16`. The root leaf's relaxed
+/// bound is least at the all-ones corner (`y = −1`): the search's corner
+/// attack finds it in its first round (a budget of one leaf), before any
+/// split; without the search, or without attacks, it stays unknown.
+pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
+    let n = 17;
+    let mut net = Network::new(Shape::flat(n));
+    let s = net.push("s", crate::ir::Op::Dense { weight: vec![1.0; n], bias: vec![-15.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", crate::ir::Op::Relu, &[s]).expect("relu");
+    net.push("y", crate::ir::Op::Dense { weight: vec![-1.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r]).expect("y");
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let mut p = Property::robustness("p", input, 0, 2).expect("prop");
+    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: 0.0 }]];
+    let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
+    let one_leaf = Options { max_relu_leaves: 1, ..opts(Arith::Point) };
+    let got = run(one_leaf.clone());
+    let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
+    assert!(c.input.iter().map(|&v| v as f64).sum::<f64>() >= 16.0, "{:?}", c.input);
+    assert!(c.output[0] <= 0.0, "{:?}", c.output);
+    assert_eq!(run(Options { split_relus: false, ..one_leaf.clone() }).verdict, Verdict::Unknown);
+    assert_eq!(run(Options { attack_steps: 0, ..one_leaf }).verdict, Verdict::Unknown);
+}
+
 /// After a dropped Softmax, a gap between two logits that float32 rounding
 /// alone would respect is too small for a verdict either way: the Softmax
 /// could tie them. A wider gap decides as before.
@@ -586,6 +611,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn exact_leaf_corner_falsifies_f32() {
                 $crate::conformance::exact_leaf_corner_falsifies::<_, f32>(&$make);
+            }
+            #[test]
+            fn corner_attack_falsifies_f64() {
+                $crate::conformance::corner_attack_falsifies::<_, f64>(&$make);
+            }
+            #[test]
+            fn corner_attack_falsifies_f32() {
+                $crate::conformance::corner_attack_falsifies::<_, f32>(&$make);
             }
             #[test]
             fn batch_equals_alone_f64() {

@@ -12,6 +12,7 @@ pub mod batch;
 pub(crate) mod branch;
 pub mod conformance;
 pub mod eval;
+mod falsify;
 mod forward;
 pub mod geom;
 pub mod infer;

@@ -21,9 +21,19 @@ pub struct Target<'p> {
     pub sp: &'p SubProblem,
     pub disjunct: usize,
     pub group: usize,
-    /// 0: start at the box centre; `r > 0`: at a point drawn uniformly from
-    /// the box (seeded by `r`), a random restart.
-    pub restart: u32,
+    pub start: Start<'p>,
+}
+
+/// Where an attack run starts.
+#[derive(Clone, Copy, Debug)]
+pub enum Start<'p> {
+    /// The box centre.
+    Centre,
+    /// A point drawn uniformly from the box, seeded by the number: a random restart.
+    Random(u32),
+    /// A given point (clamped to the box): e.g. the input corner that
+    /// minimises a search leaf's relaxed bound.
+    At(&'p [f64]),
 }
 
 /// The attack's step recorded once per analyzer and point count
@@ -114,14 +124,19 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (mut lo, mut hi, mut x0) = (Vec::with_capacity(p * n_in), Vec::with_capacity(p * n_in), Vec::new());
         for t in pts {
             let b = &t.sp.input;
-            let mut rng = crate::testnets::SplitMix(0x5EED_0000 ^ u64::from(t.restart) << 32 ^ t.disjunct as u64);
-            for ((&l, &h), c) in b.lo.iter().zip(&b.hi).zip(b.centre()) {
+            let seed = if let Start::Random(r) = t.start { r } else { 0 };
+            let mut rng = crate::testnets::SplitMix(0x5EED_0000 ^ u64::from(seed) << 32 ^ t.disjunct as u64);
+            for (i, ((&l, &h), c)) in b.lo.iter().zip(&b.hi).zip(b.centre()).enumerate() {
                 // Inside the box in `T` where it can be; the f32 check nudges.
                 let (lt, ht) = (fp::from_f64_up::<T>(l), fp::from_f64_down::<T>(h));
                 let (lt, ht) = if lt <= ht { (lt, ht) } else { (T::from_f64_nearest(l), T::from_f64_nearest(l)) };
                 lo.push(lt);
                 hi.push(ht);
-                let start = if t.restart == 0 { c } else { l + (h - l) * rng.unit() };
+                let start = match t.start {
+                    Start::Centre => c,
+                    Start::Random(_) => l + (h - l) * rng.unit(),
+                    Start::At(x) => x.get(i).copied().unwrap_or(c),
+                };
                 x0.push(T::from_f64_nearest(start).max(lt).min(ht));
             }
         }

@@ -17,12 +17,12 @@
 //!   live in their bounds, and only the layers after the split are refined
 //!   again.
 
-use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
+use crate::analysis::{AnalysisError, Analyzer};
 use crate::backend::{Arith, Backend};
 use crate::batch::{NodeBounds, Within};
+use crate::falsify::{LeafView, Share};
 use crate::ir::Op;
 use crate::lagrange::{Slopes, SplitConstraint};
-use crate::pgd::Target;
 use crate::property::{Counterexample, SubProblem, unproved_disjuncts};
 use polycert_interval::Fp;
 use std::rc::Rc;
@@ -147,6 +147,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut open: Vec<Leaf<T>> = roots.into_iter().map(Leaf::root).collect();
         let (mut analysed, mut stuck) = (0, 0);
         let mut picks = Picks::default();
+        let mut share = Share::new();
         while !open.is_empty() {
             let late = deadline.is_some_and(|d| Instant::now() >= d);
             if late || (self.opts.timeout.is_none() && analysed >= budget) {
@@ -220,7 +221,22 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                             (b, duals.slopes.remove(&i).map(Rc::new))
                         })
                         .collect();
-                    self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm), &mut picks)
+                    let views: Vec<LeafView<'_, T>> = (0..todo.len())
+                        .filter_map(|k| {
+                            Some(LeafView {
+                                sp: sps[k],
+                                lbs: lbs[k],
+                                bounds: bounds[todo[k]].as_ref()?,
+                                splits: &leaves[todo[k]].splits,
+                                betas: &warm[k].0,
+                                slopes: warm[k].1.as_deref(),
+                            })
+                        })
+                        .collect();
+                    match self.attack_corners(&views, &mut share, deadline) {
+                        Some(c) => Err(c),
+                        None => self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm), &mut picks),
+                    }
                 }
             };
             // A leaf that cannot be split stays open: the sub-problem cannot be
@@ -305,7 +321,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             if cands.is_empty() {
                 stuck += 1;
-                match self.exact_leaf_corner(sp, l, &b, &leaves[i].splits, warm) {
+                let (betas, slopes) = (&warm.0[..], warm.1.as_deref());
+                let view = LeafView { sp, lbs: l, bounds: &b, splits: &leaves[i].splits, betas, slopes };
+                match self.exact_leaf_corner(&view) {
                     Some(c) => return Err(c),
                     None => continue,
                 }
@@ -328,53 +346,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         Ok((out, stuck))
-    }
-
-    /// A leaf with no unstable ReLU left has an exact relaxation: the box
-    /// corner minimising its nearest half-space's relaxed bound (with the
-    /// leaf's β and slopes) is tried as a counterexample.
-    fn exact_leaf_corner(
-        &self,
-        sp: &SubProblem,
-        lbs: &[f64],
-        b: &NodeBounds<T>,
-        splits: &[SplitConstraint],
-        (betas, slopes): &Start,
-    ) -> Option<Counterexample> {
-        let (h, half) = nearest_halfspace(sp, lbs)?;
-        let beta = betas.get(h).cloned().flatten().unwrap_or_default();
-        let view: crate::lagrange::SlotBounds<'_, T> = b.iter().map(|(l, h)| (&l[..], &h[..])).collect();
-        let lower = self.opts.relu_lower;
-        let x =
-            crate::lagrange::minimising_corner(self.net, &view, &half.c, (splits, &beta), slopes.as_deref(), lower)?;
-        let xf = crate::attack::to_f32_in_box(&x, &sp.input.lo, &sp.input.hi);
-        crate::attack::check_f32(self.net, sp, &xf).filter(|c| self.confirm(sp, &c.input))
-    }
-
-    /// A confirmed counterexample at an open leaf: its centre, else PGD on
-    /// its weakest disjunct (all open leaves of the round in one batch: on
-    /// small boxes it finds what it missed on their parent).
-    fn falsify_leaves(&self, sps: &[&SubProblem], lbs: &[&[f64]], deadline: Option<Instant>) -> Option<Counterexample> {
-        for sp in sps {
-            if let Some(c) = falsify_centre(self.net, sp).filter(|c| self.confirm(sp, &c.input)) {
-                return Some(c);
-            }
-        }
-        let targets: Vec<Target<'_>> = sps
-            .iter()
-            .zip(lbs)
-            .enumerate()
-            .flat_map(|(g, (sp, l))| {
-                crate::attack::weakest_disjuncts(sp, l, 1).into_iter().map(move |d| Target {
-                    sp,
-                    disjunct: d,
-                    group: g,
-                    restart: 0,
-                })
-            })
-            .collect();
-        let hits = self.attack_batch(&targets, sps.len(), self.opts.attack_steps, deadline).ok()?;
-        hits.into_iter().flatten().next()
     }
 
     /// Per leaf, the input to cut: the largest smear of the half-space
@@ -482,13 +453,16 @@ fn midpoint(l: f64, h: f64) -> Option<f64> {
 
 /// The largest lower bound among the half-spaces of each disjunct, the
 /// smallest over the disjuncts that are not closed (`lbs` flattened).
-fn weakest(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> f64 {
+pub(crate) fn weakest(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> f64 {
     unproved_disjuncts(region, lbs).into_iter().map(|(_, _, best)| best).fold(f64::INFINITY, f64::min)
 }
 
 /// In the weakest open disjunct, the half-space with the largest lower
 /// bound, and its index in `lbs`.
-fn nearest_halfspace<'s>(sp: &'s SubProblem, lbs: &[f64]) -> Option<(usize, &'s crate::property::Halfspace)> {
+pub(crate) fn nearest_halfspace<'s>(
+    sp: &'s SubProblem,
+    lbs: &[f64],
+) -> Option<(usize, &'s crate::property::Halfspace)> {
     let d = *crate::attack::weakest_disjuncts(sp, lbs, 1).first()?;
     let at: usize = sp.unsafe_region[..d].iter().map(|c| c.len()).sum();
     let conj = &sp.unsafe_region[d];
