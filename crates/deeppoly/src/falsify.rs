@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 const CORNER_LEAVES: usize = 32;
 
 /// The share of the search's time its corner attacks may take.
-pub(crate) const CORNER_SHARE: f64 = 0.1;
+pub(crate) const CORNER_SHARE: f64 = 0.05;
 
 /// A leaf's view for its corner: the sub-problem, its half-spaces' lower
 /// bounds, node bounds, split constraints, and per half-space β and slopes.

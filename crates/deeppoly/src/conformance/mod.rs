@@ -14,7 +14,10 @@ use crate::testnets::{
 };
 use polycert_interval::{FloatModel, Fp};
 
-fn opts(arith: Arith) -> Options {
+mod search;
+pub use search::*;
+
+pub(crate) fn opts(arith: Arith) -> Options {
     Options { arith, ..Options::default() }
 }
 
@@ -328,149 +331,6 @@ pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
         }
     }
     assert!(verified >= 4 && other >= 4, "weak test: {verified} verified, {other} not");
-}
-
-/// `y = relu(x) − relu(x)` is 0 on `x ∈ [−1, 1]`, but one DeepPoly pass
-/// bounds it below by −1: `y ≤ −1/4` is not excluded. Input splitting at 0
-/// makes both ReLUs stable and proves it; a one-leaf budget leaves it open.
-pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
-    let mut net = Network::new(Shape::flat(1));
-    let d1 = net.push("d1", crate::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![0.0, 0.0], out: 2 }, &[0]);
-    let r = net.push("r", crate::ir::Op::Relu, &[d1.expect("d1")]).expect("relu");
-    let w2 = vec![1.0, -1.0, 0.0, 0.0];
-    net.push("d2", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("d2");
-    let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
-    let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
-    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
-    let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
-    let one_pass = run(Options { split_inputs: 0, split_relus: false, ..opts(Arith::Point) });
-    assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
-    assert!(one_pass.search.is_none());
-    let split = run(opts(Arith::Point));
-    assert_eq!(split.verdict, Verdict::Verified);
-    let s = split.search.expect("search ran");
-    assert!(s.leaves_proved >= 2 && s.leaves_open == 0, "{s:?}");
-    let capped = run(Options { max_leaves: 1, ..opts(Arith::Point) });
-    assert_eq!(capped.verdict, Verdict::Unknown);
-    assert!(capped.search.expect("search ran").leaves_open >= 1);
-}
-
-/// `y = relu(s) − s/2` with `s = Σ x_i` over `[−1, 1]^17` (too many inputs
-/// to split them): `y = |s|/2 ≥ 0`, and the property excludes `y ≤ d`.
-fn relu_minus_half<B: Backend<T>, T: Fp>(be: &B) -> impl Fn(Options, f64) -> crate::property::Outcome + '_ {
-    let n = 17;
-    let mut net = Network::new(Shape::flat(n));
-    // s = Σ x; y = (relu(s), s)·(1, −1/2).
-    let s = net.push("s", crate::ir::Op::Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
-    let r = net.push("r", crate::ir::Op::Relu, &[s]).expect("relu");
-    let both = net.push("cat", crate::ir::Op::Concat, &[r, s]).expect("concat");
-    let w2 = vec![1.0, -0.5, 0.0, 0.0];
-    net.push("y", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[both]).expect("y");
-    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    move |o: Options, d: f64| {
-        let mut p = Property::robustness("p", input.clone(), 0, 2).expect("prop");
-        p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d }]];
-        Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis")
-    }
-}
-
-/// `y = relu(s) − s/2` (see `relu_minus_half`): one pass with DeepPoly's
-/// slopes bounds it below by −8.5, so `y ≤ −1/4` is not excluded.
-/// Splitting the ReLU of `s` proves it (both sides are exact); `y ≤ 0`
-/// holds at `s = 0` and is never verified.
-pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
-    let n = 17;
-    let run = relu_minus_half(be);
-    let fixed = Options { optimize_slopes: false, ..opts(Arith::Point) };
-    let one_pass = run(Options { split_relus: false, ..fixed.clone() }, -0.25);
-    assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
-    assert!(one_pass.lower_bounds[0] < -8.0, "{:?}", one_pass.lower_bounds);
-    let split = run(fixed.clone(), -0.25);
-    assert_eq!(split.verdict, Verdict::Verified);
-    let s = split.search.expect("search ran");
-    assert!(s.leaves_proved == 2 && s.leaves_open == 0, "{s:?}");
-    // y = |s|/2 meets y ≤ 0 at s = 0: falsified or open, never verified.
-    let tie = run(fixed.clone(), 0.0);
-    assert!(!matches!(tie.verdict, Verdict::Verified), "{:?}", tie.verdict);
-    let capped = run(Options { max_relu_leaves: 1, ..fixed.clone() }, -0.25);
-    assert_eq!(capped.verdict, Verdict::Unknown);
-    // y = relu(s) − relu(s'), s' = s another neuron: the leaf s ≤ 0 ≤ s'
-    // needs the split constraints in the bound (β on s cancels s').
-    let mut twin = Network::new(Shape::flat(n));
-    let d = twin.push("d", crate::ir::Op::Dense { weight: vec![1.0; 2 * n], bias: vec![0.0; 2], out: 2 }, &[0]);
-    let r = twin.push("r", crate::ir::Op::Relu, &[d.expect("d")]).expect("relu");
-    let w = vec![1.0, -1.0, 0.0, 0.0];
-    twin.push("y", crate::ir::Op::Dense { weight: w, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
-    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
-    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
-    let got = Analyzer::<B, T>::new(&twin, be, fixed).expect("prepare").analyze(&prop);
-    let got = got.expect("analysis");
-    assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.search);
-    assert_eq!(got.search.expect("search ran").leaves_proved, 3);
-}
-
-/// `y = relu(s) − s/2` (see `relu_minus_half`): optimised slopes prove
-/// `y > −1/4` in one analysis, with no search (the slope ½ gives the exact
-/// minimum 0), and still never verify the tie `y ≤ 0`.
-pub fn optimised_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
-    let run = relu_minus_half(be);
-    let one = Options { split_relus: false, ..opts(Arith::Point) };
-    let got = run(one.clone(), -0.25);
-    assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.lower_bounds);
-    assert!(got.lower_bounds[0] > 0.0 && got.search.is_none(), "{:?}", got.lower_bounds);
-    let no_alpha = run(Options { optimize_slopes: false, ..one.clone() }, -0.25);
-    assert!(no_alpha.lower_bounds[0] < -8.0, "{:?}", no_alpha.lower_bounds);
-    for o in [one, opts(Arith::Point)] {
-        let tie = run(o, 0.0);
-        assert!(!matches!(tie.verdict, Verdict::Verified), "{:?}", tie.verdict);
-        assert!(tie.lower_bounds[0] <= 0.0, "{:?}", tie.lower_bounds);
-    }
-}
-
-/// `y = relu(s)`, `s = Σ x_i` over `[−1, 1]^17`, reaches 17 only at the
-/// all-ones corner; `y ≥ 16.5` is unsafe. With no attack and a centre at
-/// `y = 0`, only the search finds it: the leaf `s ≥ 0` has no unstable ReLU
-/// left (`y = s` exactly) and the corner minimising its bound is a
-/// counterexample. Without it the search stops open.
-pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
-    let n = 17;
-    let mut net = Network::new(Shape::flat(n));
-    let s = net.push("s", crate::ir::Op::Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
-    let r = net.push("r", crate::ir::Op::Relu, &[s]).expect("relu");
-    net.push("y", crate::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
-    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![-1.0, 0.0], d: -16.5 }]];
-    let o = Options { attack_steps: 0, ..opts(Arith::Point) };
-    let got = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
-    let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
-    assert!(c.input.iter().all(|&v| v == 1.0), "{:?}", c.input);
-}
-
-/// `y = 1 − relu(s − 15)`, `s = Σ x_i` over `[−1, 1]^17`: flat at the
-/// centre, so PGD from there steps every input down (a zero gradient) and
-/// never leaves `y = 1`; `y ≤ 0` needs `s ≥ 16`. The root leaf's relaxed
-/// bound is least at the all-ones corner (`y = −1`): the search's corner
-/// attack finds it in its first round (a budget of one leaf), before any
-/// split; without the search, or without attacks, it stays unknown.
-pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
-    let n = 17;
-    let mut net = Network::new(Shape::flat(n));
-    let s = net.push("s", crate::ir::Op::Dense { weight: vec![1.0; n], bias: vec![-15.0], out: 1 }, &[0]).expect("s");
-    let r = net.push("r", crate::ir::Op::Relu, &[s]).expect("relu");
-    net.push("y", crate::ir::Op::Dense { weight: vec![-1.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r]).expect("y");
-    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: 0.0 }]];
-    let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
-    let one_leaf = Options { max_relu_leaves: 1, ..opts(Arith::Point) };
-    let got = run(one_leaf.clone());
-    let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
-    assert!(c.input.iter().map(|&v| v as f64).sum::<f64>() >= 16.0, "{:?}", c.input);
-    assert!(c.output[0] <= 0.0, "{:?}", c.output);
-    assert_eq!(run(Options { split_relus: false, ..one_leaf.clone() }).verdict, Verdict::Unknown);
-    assert_eq!(run(Options { attack_steps: 0, ..one_leaf }).verdict, Verdict::Unknown);
 }
 
 /// After a dropped Softmax, a gap between two logits that float32 rounding
