@@ -53,6 +53,10 @@ pub struct Options {
     /// Optimise the unstable ReLUs' lower slopes of a property's output
     /// rows (α-CROWN, `lagrange.rs`) in the second pass.
     pub optimize_slopes: bool,
+    /// Optimise lower slopes per unstable ReLU input end for a ReLU search
+    /// root's intermediate bounds (α-CROWN's per-neuron α, `tighten.rs`);
+    /// every leaf inherits them.
+    pub optimize_intermediate: bool,
 }
 
 impl Default for Options {
@@ -74,6 +78,7 @@ impl Default for Options {
             split_relus: true,
             max_relu_leaves: 1 << 10,
             optimize_slopes: true,
+            optimize_intermediate: true,
         }
     }
 }

@@ -170,7 +170,8 @@ pub(crate) fn optimize<T: Fp>(
             .par_iter()
             .zip(&betas)
             .map(|(r, b)| {
-                relaxed_bound(net, (bounds, &offsets), r.c, splits, b, a, lower).map(|(l, gb, ga)| (l - r.d, gb, ga))
+                relaxed_bound(net, (bounds, &offsets), (net.output(), r.c), splits, b, a, lower)
+                    .map(|(l, gb, ga)| (l - r.d, gb, ga))
             })
             .collect::<Option<_>>()?;
         // Each row pulls until it is proved with room.
@@ -203,6 +204,51 @@ pub(crate) fn optimize<T: Fp>(
     (alpha.is_some() || betas.iter().any(Option::is_some)).then_some(Chosen { alpha, betas })
 }
 
+/// Lower slopes for the bound of `s·x_i` at node `p` (one intermediate
+/// neuron's end, α-CROWN's per-neuron slopes): Adam on its relaxed bound
+/// from the relaxation's own slopes, over the unstable ReLUs before `p`.
+/// `None`: no free slope there, or no gain over the relaxation's own.
+pub(crate) fn neuron_slopes<T: Fp>(
+    net: &Network,
+    (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
+    (p, i, s): (NodeId, usize, f64),
+    lower: ReluLower,
+) -> Option<Slopes> {
+    let nodes = net.nodes();
+    let free: Vec<(usize, usize)> = (0..p)
+        .filter(|&id| nodes[id].op == Op::Relu)
+        .flat_map(|id| {
+            let (lo, hi) = bounds[nodes[id].inputs[0]];
+            (0..lo.len()).filter(move |&j| unstable(lo[j], hi[j])).map(move |j| (id, j))
+        })
+        .collect();
+    if free.is_empty() {
+        return None;
+    }
+    let mut c = vec![0.0; nodes[p].shape.numel()];
+    c[i] = s;
+    let mut alpha = relaxation_slopes(net, bounds, lower);
+    let mut flat: Vec<f64> = free.iter().map(|&(id, j)| alpha[id][j]).collect();
+    let mut adam = Adam::new(free.len(), LR_ALPHA, (0.0, 1.0));
+    let (mut first, mut best) = (None, None::<(f64, Slopes)>);
+    for t in 1..=STEPS + 1 {
+        let (l, _, g) = relaxed_bound(net, (bounds, offsets), (p, &c), &[], &[], Some(&alpha), lower)?;
+        let base = *first.get_or_insert(l);
+        if l > base && best.as_ref().is_none_or(|b| l > b.0) {
+            best = Some((l, alpha.clone()));
+        }
+        if t > STEPS {
+            break;
+        }
+        let grad: Vec<f64> = free.iter().map(|&(id, j)| g[id][j]).collect();
+        adam.step(t, &mut flat, &grad);
+        for (&(id, j), &v) in free.iter().zip(&flat) {
+            alpha[id][j] = v;
+        }
+    }
+    best.map(|b| b.1)
+}
+
 /// The relaxation's own lower slopes (`ReluLower`) of every ReLU neuron.
 fn relaxation_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, lower: ReluLower) -> Slopes {
     net.nodes()
@@ -226,14 +272,14 @@ type Backward = (Vec<Vec<f64>>, Vec<Vec<(f64, f64)>>, Slopes);
 fn backward<T: Fp>(
     net: &Network,
     bounds: &SlotBounds<'_, T>,
-    c: &[f64],
+    (start, c): (NodeId, &[f64]),
     (splits, beta): (&[SplitConstraint], &[f64]),
     alpha: Option<&Slopes>,
     lower: ReluLower,
 ) -> Option<Backward> {
     let nodes = net.nodes();
     let mut coef: Vec<Vec<f64>> = nodes.iter().map(|n| vec![0.0; n.shape.numel()]).collect();
-    coef[net.output()].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
+    coef[start].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
     for (s, &b) in splits.iter().zip(beta) {
         coef[s.node][s.neuron] -= b * s.sign();
     }
@@ -278,16 +324,16 @@ pub(crate) fn minimising_corner<T: Fp>(
     alpha: Option<&Slopes>,
     lower: ReluLower,
 ) -> Option<Vec<f64>> {
-    let (coef, _, _) = backward(net, bounds, c, (splits, beta), alpha, lower)?;
+    let (coef, _, _) = backward(net, bounds, (net.output(), c), (splits, beta), alpha, lower)?;
     Some(corner(&coef[0], bounds[0]))
 }
 
 /// Per affine node with a known constant interval, per neuron: its ends
 /// less the bias (what the relaxed network adds to the exact layer for a
 /// bound with a coefficient `≥ 0`, resp. `< 0` there).
-type Offsets = Vec<Option<Vec<(f64, f64)>>>;
+pub(crate) type Offsets = Vec<Option<Vec<(f64, f64)>>>;
 
-fn rounding_offsets<T: Fp>(net: &Network, bias: &SlotBias<'_, T>) -> Offsets {
+pub(crate) fn rounding_offsets<T: Fp>(net: &Network, bias: &SlotBias<'_, T>) -> Offsets {
     net.nodes()
         .iter()
         .enumerate()
@@ -307,24 +353,25 @@ fn corner<T: Fp>(a: &[f64], (lo, hi): (&[T], &[T])) -> Vec<f64> {
     a.iter().enumerate().map(|(i, &a)| if a >= 0.0 { lo[i] } else { hi[i] }.to_f64_exact()).collect()
 }
 
-/// `L(α, β)` (in f64, no rounding care) and its supergradients in `β` and
-/// in the slopes (`alpha`: `None` for the relaxation's own).
-fn relaxed_bound<T: Fp>(
+/// `L(α, β)` of `c·x_start` (in f64, no rounding care) and its
+/// supergradients in `β` and in the slopes (`alpha`: `None` for the
+/// relaxation's own).
+pub(crate) fn relaxed_bound<T: Fp>(
     net: &Network,
     (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
-    c: &[f64],
+    (start, c): (NodeId, &[f64]),
     splits: &[SplitConstraint],
     beta: &[f64],
     alpha: Option<&Slopes>,
     lower: ReluLower,
 ) -> Option<(f64, Vec<f64>, Slopes)> {
     let nodes = net.nodes();
-    let (coef, lines, mut free) = backward(net, bounds, c, (splits, beta), alpha, lower)?;
+    let (coef, lines, mut free) = backward(net, bounds, (start, c), (splits, beta), alpha, lower)?;
     // The minimising input corner, then the relaxed network there.
     let x = corner(&coef[0], bounds[0]);
-    let mut z: Vec<Vec<f64>> = Vec::with_capacity(nodes.len());
+    let mut z: Vec<Vec<f64>> = Vec::with_capacity(start + 1);
     z.push(x);
-    for id in 1..nodes.len() {
+    for id in 1..=start {
         let node = &nodes[id];
         let v = if node.op == Op::Relu {
             z[node.inputs[0]].iter().zip(&lines[id]).map(|(&x, &(a, b))| a * x + b).collect()
@@ -341,13 +388,15 @@ fn relaxed_bound<T: Fp>(
         };
         z.push(v);
     }
-    let y = &z[net.output()];
+    let y = &z[start];
     let mut bound: f64 = c.iter().zip(y).map(|(a, b)| a * b).sum();
     let grad: Vec<f64> = splits.iter().map(|s| -s.sign() * z[s.node][s.neuron]).collect();
     for (g, &b) in grad.iter().zip(beta) {
         bound += b * g;
     }
-    // ∂L/∂α_j = a_j·x_j at the relaxed network's ReLU input.
+    // ∂L/∂α_j = a_j·x_j at the relaxed network's ReLU input (0 past `start`).
+    free.truncate(start);
+    free.resize(nodes.len(), Vec::new());
     for (id, f) in free.iter_mut().enumerate() {
         if !f.is_empty() {
             let x = &z[nodes[id].inputs[0]];
@@ -389,18 +438,18 @@ mod tests {
             SplitConstraint { node: 1, neuron: 1, active: true },
         ];
         let area = ReluLower::Area;
-        let (l0, g0, _) = relaxed_bound(&n, (&sb, &off), &[1.0], &splits, &[0.0, 0.0], None, area).unwrap();
+        let (l0, g0, _) = relaxed_bound(&n, (&sb, &off), (3, &[1.0]), &splits, &[0.0, 0.0], None, area).unwrap();
         assert_eq!(l0, -2.0);
         // At the minimiser (1, 1): s = (2, 2), so g = (−s_0, s_1) → ∂L/∂β = (2, −2).
         assert_eq!(g0, vec![2.0, -2.0]);
-        let (l1, _, _) = relaxed_bound(&n, (&sb, &off), &[1.0], &splits, &[1.0, 0.0], None, area).unwrap();
+        let (l1, _, _) = relaxed_bound(&n, (&sb, &off), (3, &[1.0]), &splits, &[1.0, 0.0], None, area).unwrap();
         assert_eq!(l1, 0.0);
         let rows = [Objective { c: &[1.0], d: 0.0, beta: None }];
         // Every ReLU is stable here: no slopes to choose, even when asked.
         let got = optimize(&n, (&sb, &nb), &rows, &splits, area, (true, None)).unwrap();
         assert_eq!(got.alpha, None);
         let beta = got.betas[0].clone().unwrap();
-        let (lb, _, _) = relaxed_bound(&n, (&sb, &off), &[1.0], &splits, &beta, None, area).unwrap();
+        let (lb, _, _) = relaxed_bound(&n, (&sb, &off), (3, &[1.0]), &splits, &beta, None, area).unwrap();
         assert!(lb > -0.2 && beta[0] > 0.8, "{lb} {beta:?}");
     }
 
@@ -426,18 +475,18 @@ mod tests {
         let nb: SlotBias<'_, f64> = vec![None; 5];
         let off = rounding_offsets(&n2, &nb);
         let area = ReluLower::Area;
-        let (l0, _, _) = relaxed_bound(&n2, (&sb, &off), &[1.0], &[], &[], None, area).unwrap();
+        let (l0, _, _) = relaxed_bound(&n2, (&sb, &off), (4, &[1.0]), &[], &[], None, area).unwrap();
         assert_eq!(l0, -0.5);
         let mut al: Slopes = vec![Vec::new(); 5];
         al[2] = vec![0.25];
-        let (l1, _, ga) = relaxed_bound(&n2, (&sb, &off), &[1.0], &[], &[], Some(&al), area).unwrap();
+        let (l1, _, ga) = relaxed_bound(&n2, (&sb, &off), (4, &[1.0]), &[], &[], Some(&al), area).unwrap();
         // (0.25 − 0.5)·x is least at x = 1: −0.25, and ∂L/∂α = 1·x̂ = 1.
         assert_eq!((l1, ga[2][0]), (-0.25, 1.0));
         let rows = [Objective { c: &[1.0], d: 0.0, beta: None }];
         assert_eq!(optimize(&n2, (&sb, &nb), &rows, &[], area, (false, None)), None);
         let got = optimize(&n2, (&sb, &nb), &rows, &[], area, (true, None)).unwrap();
         let a = got.alpha.unwrap();
-        let (l2, _, _) = relaxed_bound(&n2, (&sb, &off), &[1.0], &[], &[], Some(&a), area).unwrap();
+        let (l2, _, _) = relaxed_bound(&n2, (&sb, &off), (4, &[1.0]), &[], &[], Some(&a), area).unwrap();
         assert!(l2 > -0.06 && (a[2][0] - 0.5).abs() < 0.06, "{l2} {a:?}");
         assert_eq!(got.betas, vec![None]);
         // h's rounding `[−0.1, 0.1]` around its bias 0: the bound, which adds
@@ -448,7 +497,17 @@ mod tests {
         let mut half: Slopes = vec![Vec::new(); 5];
         half[2] = vec![0.5];
         let (l3, _, _) =
-            relaxed_bound(&n2, (&sb, &rounding_offsets(&n2, &wide)), &[1.0], &[], &[], Some(&half), area).unwrap();
+            relaxed_bound(&n2, (&sb, &rounding_offsets(&n2, &wide)), (4, &[1.0]), &[], &[], Some(&half), area).unwrap();
         assert!((l3 + 0.1).abs() < 1e-12, "{l3}");
+        // The same sum as an intermediate neuron's lower end (node 4, +1):
+        // per-neuron slopes also go to ½; its upper end (−1) pays ReLU's
+        // upper line only, so it has nothing to choose.
+        let a = neuron_slopes(&n2, (&sb, &off), (4, 0, 1.0), area).unwrap();
+        assert!((a[2][0] - 0.5).abs() < 0.06, "{a:?}");
+        let (l4, _, _) = relaxed_bound(&n2, (&sb, &off), (4, &[1.0]), &[], &[], Some(&a), area).unwrap();
+        assert!(l4 > -0.06, "{l4}");
+        assert_eq!(neuron_slopes(&n2, (&sb, &off), (4, 0, -1.0), area), None);
+        // Node 1 (before every ReLU) has no slope to choose.
+        assert_eq!(neuron_slopes(&n2, (&sb, &off), (1, 0, 1.0), area), None);
     }
 }

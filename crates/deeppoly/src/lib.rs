@@ -28,6 +28,7 @@ pub mod scurve;
 pub mod softmax;
 pub mod split;
 pub mod testnets;
+mod tighten;
 
 pub use analysis::{AnalysisError, Analyzer, Options};
 pub use backend::{

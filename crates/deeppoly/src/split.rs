@@ -144,7 +144,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .collect(),
             _ => vec![sp.clone()],
         };
-        let mut open: Vec<Leaf<T>> = roots.into_iter().map(Leaf::root).collect();
+        // Per-neuron slopes tighten the roots' intermediate bounds, once: the
+        // disjuncts share them, and every leaf inherits them.
+        let prior = match how {
+            Branching::Relus if self.opts.optimize_intermediate => match self.root_prior(&sp.input, deadline) {
+                Err(AnalysisError::Timeout) => {
+                    stats.leaves_open += roots.len();
+                    return Ok(Search::Open { timed_out: true });
+                }
+                r => Some(Rc::new(r?)),
+            },
+            _ => None,
+        };
+        let mut open: Vec<Leaf<T>> =
+            roots.into_iter().map(|r| Leaf { prior: prior.clone(), ..Leaf::root(r) }).collect();
         let (mut analysed, mut stuck) = (0, 0);
         let mut picks = Picks::default();
         let mut share = Share::new();

@@ -367,3 +367,55 @@ fn optimised_slopes_tighten_and_enclose() {
     }
     assert!(tighter >= 2, "weak test: the slopes tightened {tighter} of 8 networks");
 }
+
+/// Per-neuron optimised slopes for the intermediate bounds
+/// (`Options::optimize_intermediate`, a ReLU search root's bounds, which
+/// every leaf inherits): on random MLPs they tighten some neurons' bounds,
+/// and every node's bounds still enclose the exact values and float32
+/// inference in random orders, with and without FMA.
+#[test]
+fn intermediate_slopes_tighten_and_enclose() {
+    fn check<T: Fp>(seed: u64) -> usize {
+        let be = CpuBackend::default();
+        let mut rng = SplitMix(seed);
+        let mut tighter = 0;
+        for k in 0..6 {
+            let net = random_mlp(&mut rng, &[6, 12, 12, 12, 3]);
+            let n = net.input_shape().numel();
+            let c: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+            let eps = 0.1 + 0.2 * rng.unit();
+            let input =
+                InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
+            let a = Analyzer::<_, T>::new(&net, &be, Options::default()).unwrap();
+            let (plain, tight) = (a.node_bounds(&input).unwrap(), a.tightened_node_bounds(&input).unwrap());
+            let narrower = |t: &(Vec<f64>, Vec<f64>), p: &(Vec<f64>, Vec<f64>)| {
+                t.0.iter().zip(&p.0).any(|(a, b)| a > b) || t.1.iter().zip(&p.1).any(|(a, b)| a < b)
+            };
+            tighter += tight.iter().zip(&plain).any(|(t, p)| narrower(t, p)) as usize;
+            for t in 0..30 {
+                let x: Vec<f32> = (0..n)
+                    .map(|i| {
+                        let (l, h) = ((input.lo[i] as f32).next_up(), (input.hi[i] as f32).next_down());
+                        if t < 8 { if rng.below(2) == 0 { l } else { h } } else { l + (h - l) * rng.unit() as f32 }
+                    })
+                    .collect();
+                let ex = exact(&net, &x);
+                let fl: Vec<_> = [false, true].iter().map(|&fma| float32(&net, &x, &mut rng, fma)).collect();
+                for (node, (lo, hi)) in tight.iter().enumerate() {
+                    for j in 0..lo.len() {
+                        let (l, h) = (Rational::from_f64(lo[j]), Rational::from_f64(hi[j]));
+                        let e = &ex[node][j];
+                        assert!(l.is_none_or(|l| l <= *e) && h.is_none_or(|h| *e <= h), "net {k} node {node}[{j}]");
+                        for f in &fl {
+                            let v = f[node][j] as f64;
+                            assert!(lo[j] <= v && v <= hi[j], "net {k} node {node}[{j}]: float32 {v}");
+                        }
+                    }
+                }
+            }
+        }
+        tighter
+    }
+    let (a, b) = (check::<f64>(37), check::<f32>(41));
+    assert!(a >= 2 && b >= 2, "weak test: tightened {a} and {b} of 6 networks");
+}

@@ -481,6 +481,14 @@ macro_rules! backend_conformance_tests {
                 $crate::conformance::corner_attack_falsifies::<_, f32>(&$make);
             }
             #[test]
+            fn intermediate_slopes_prove_f64() {
+                $crate::conformance::intermediate_slopes_prove::<_, f64>(&$make);
+            }
+            #[test]
+            fn intermediate_slopes_prove_f32() {
+                $crate::conformance::intermediate_slopes_prove::<_, f32>(&$make);
+            }
+            #[test]
             fn batch_equals_alone_f64() {
                 $crate::conformance::batch_equals_alone::<_, f64>(&$make);
             }

@@ -150,3 +150,34 @@ pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     assert_eq!(run(Options { split_relus: false, ..one_leaf.clone() }).verdict, Verdict::Unknown);
     assert_eq!(run(Options { attack_steps: 0, ..one_leaf }).verdict, Verdict::Unknown);
 }
+
+/// `y = q − relu(q)` with `q = relu(s) − s/2 = |s|/2`, `s = Σ x_i` over
+/// `[−1, 1]^17`: `y = 0`. DeepPoly bounds `q` below by −8.5, so `relu(q)`
+/// looks unstable and `y` is bounded below by −4.25 at best (slopes of the
+/// output row only: `relu(q)` enters through its upper line). Per-neuron
+/// slopes for `q`'s lower end (½ on `relu(s)`) make `q ≥ −ε`, and the root
+/// leaf proves `y ≤ −1` infeasible before any split.
+pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
+    use crate::ir::Op::{Concat, Dense, Relu};
+    let n = 17;
+    let mut net = Network::new(Shape::flat(n));
+    let s = net.push("s", Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", Relu, &[s]).expect("relu");
+    let rs = net.push("rs", Concat, &[r, s]).expect("concat");
+    let q = net.push("q", Dense { weight: vec![1.0, -0.5], bias: vec![0.0], out: 1 }, &[rs]).expect("q");
+    let rq = net.push("rq", Relu, &[q]).expect("relu q");
+    let both = net.push("both", Concat, &[q, rq]).expect("concat q");
+    net.push("y", Dense { weight: vec![1.0, -1.0, 0.0, 0.0], bias: vec![0.0; 2], out: 2 }, &[both]).expect("y");
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let mut p = Property::robustness("p", input, 0, 2).expect("prop");
+    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -1.0 }]];
+    let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
+    let one_leaf = Options { max_relu_leaves: 1, attack_steps: 0, ..opts(Arith::Point) };
+    let got = run(one_leaf.clone());
+    assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.search);
+    let s = got.search.expect("search ran");
+    assert_eq!((s.leaves_proved, s.leaves_open), (1, 0), "{s:?}");
+    let plain = run(Options { optimize_intermediate: false, ..one_leaf.clone() });
+    assert_eq!(plain.verdict, Verdict::Unknown, "{:?}", plain.search);
+    assert_eq!(run(Options { split_relus: false, ..one_leaf }).verdict, Verdict::Unknown);
+}
