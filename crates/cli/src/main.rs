@@ -75,10 +75,11 @@ pub struct AnalysisArgs {
     /// property's output rows (α-CROWN style) in the second pass.
     #[arg(long)]
     no_alpha: bool,
-    /// Keep DeepPoly's intermediate bounds at a ReLU search's root: do not
-    /// tighten them with per-neuron optimised slopes.
+    /// Tighten a ReLU search root's intermediate bounds with per-neuron
+    /// optimised slopes (α-CROWN style), which every leaf inherits. Helps
+    /// shallow MLPs; off by default, as it slowed deeper ones.
     #[arg(long)]
-    no_intermediate_alpha: bool,
+    intermediate_alpha: bool,
     /// Worker threads, each analysing its own batches (on CUDA, each with its
     /// own stream); results stay in order. Default: on CUDA up to 3 when
     /// there is more than one batch (one worker's host work overlaps the
@@ -125,7 +126,7 @@ impl AnalysisArgs {
             split_inputs: if self.no_bab { 0 } else { Options::default().split_inputs },
             split_relus: !self.no_bab,
             optimize_slopes: !self.no_alpha,
-            optimize_intermediate: !self.no_intermediate_alpha,
+            optimize_intermediate: self.intermediate_alpha,
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,
             ..Options::default()

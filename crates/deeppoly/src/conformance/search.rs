@@ -172,7 +172,7 @@ pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
     p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -1.0 }]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
-    let one_leaf = Options { max_relu_leaves: 1, attack_steps: 0, ..opts(Arith::Point) };
+    let one_leaf = Options { max_relu_leaves: 1, attack_steps: 0, optimize_intermediate: true, ..opts(Arith::Point) };
     let got = run(one_leaf.clone());
     assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.search);
     let s = got.search.expect("search ran");
