@@ -5,7 +5,7 @@ use crate::analysis::{AnalysisError, Analyzer, Params};
 use crate::backend::{Arith, Backend, BackendError};
 use crate::forward::RunState;
 use crate::geom::Geom;
-use crate::ir::{NodeId, Op};
+use crate::ir::{NodeId, Op, Shape};
 use crate::rows::{IntervalRows, PointRows, RowArith, sum_down};
 use polycert_interval::Fp;
 use std::collections::BTreeMap;
@@ -30,6 +30,19 @@ pub(crate) struct Rows<T> {
     /// Further exact terms on earlier nodes (split constraints' Lagrangian
     /// terms): per node, `rows × numel` coefficients.
     pub extra: Vec<(NodeId, Vec<T>)>,
+}
+
+impl<T: Fp> Rows<T> {
+    /// One row per listed neuron of node `start`: `val[r]·x_neurons[r]`, in
+    /// batch slot `props[r]`, each its own group (a ReLU input's end).
+    pub(crate) fn units(start: NodeId, shape: Shape, neurons: &[usize], props: Vec<u32>, val: Vec<T>) -> Self {
+        let geom = Geom::unit(shape, neurons).with_props(props);
+        // The unit window's column of neuron i is its channel.
+        let hw = shape.h * shape.w;
+        let col = neurons.iter().map(|&i| (i / hw) as u32).collect();
+        let group = (0..neurons.len() as u32).collect();
+        Rows { start, geom, coef: Coef::Unit { col, val }, cst: vec![0.0; neurons.len()], group, extra: Vec::new() }
+    }
 }
 
 /// When a row is decided.

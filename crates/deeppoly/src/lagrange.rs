@@ -117,16 +117,7 @@ pub(crate) fn optimize<T: Fp>(
     if rows.is_empty() || nodes.iter().any(|n| matches!(n.op, Op::Sigmoid | Op::MaxPool2d(_))) {
         return None;
     }
-    // The unstable ReLUs `(node, neuron)`, whose lower slopes are free.
-    let unstable: Vec<(usize, usize)> = nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.op == Op::Relu)
-        .flat_map(|(id, n)| {
-            let (lo, hi) = bounds[n.inputs[0]];
-            (0..lo.len()).filter(move |&j| unstable(lo[j], hi[j])).map(move |j| (id, j))
-        })
-        .collect();
+    let unstable = free_slopes(net, bounds, nodes.len());
     let use_alpha = slopes && !unstable.is_empty();
     let offsets = rounding_offsets(net, bias);
     if !use_alpha && splits.is_empty() {
@@ -214,18 +205,11 @@ pub(crate) fn neuron_slopes<T: Fp>(
     (p, i, s): (NodeId, usize, f64),
     lower: ReluLower,
 ) -> Option<Slopes> {
-    let nodes = net.nodes();
-    let free: Vec<(usize, usize)> = (0..p)
-        .filter(|&id| nodes[id].op == Op::Relu)
-        .flat_map(|id| {
-            let (lo, hi) = bounds[nodes[id].inputs[0]];
-            (0..lo.len()).filter(move |&j| unstable(lo[j], hi[j])).map(move |j| (id, j))
-        })
-        .collect();
+    let free = free_slopes(net, bounds, p);
     if free.is_empty() {
         return None;
     }
-    let mut c = vec![0.0; nodes[p].shape.numel()];
+    let mut c = vec![0.0; net.node(p).shape.numel()];
     c[i] = s;
     let mut alpha = relaxation_slopes(net, bounds, lower);
     let mut flat: Vec<f64> = free.iter().map(|&(id, j)| alpha[id][j]).collect();
@@ -247,6 +231,19 @@ pub(crate) fn neuron_slopes<T: Fp>(
         }
     }
     best.map(|b| b.1)
+}
+
+/// The unstable ReLUs `(node, neuron)` before node `end`, whose lower
+/// slopes are free.
+fn free_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, end: NodeId) -> Vec<(usize, usize)> {
+    let nodes = net.nodes();
+    (0..end)
+        .filter(|&id| nodes[id].op == Op::Relu)
+        .flat_map(|id| {
+            let (lo, hi) = bounds[nodes[id].inputs[0]];
+            (0..lo.len()).filter(move |&j| unstable(lo[j], hi[j])).map(move |j| (id, j))
+        })
+        .collect()
 }
 
 /// The relaxation's own lower slopes (`ReluLower`) of every ReLU neuron.
@@ -394,10 +391,9 @@ pub(crate) fn relaxed_bound<T: Fp>(
     for (g, &b) in grad.iter().zip(beta) {
         bound += b * g;
     }
-    // ∂L/∂α_j = a_j·x_j at the relaxed network's ReLU input (0 past `start`).
-    free.truncate(start);
-    free.resize(nodes.len(), Vec::new());
-    for (id, f) in free.iter_mut().enumerate() {
+    // ∂L/∂α_j = a_j·x_j at the relaxed network's ReLU input (past `start`
+    // the coefficients, so the gradients, are 0).
+    for (id, f) in free.iter_mut().enumerate().take(start) {
         if !f.is_empty() {
             let x = &z[nodes[id].inputs[0]];
             f.iter_mut().zip(x).for_each(|(g, &xj)| *g *= xj);

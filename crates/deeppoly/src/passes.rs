@@ -171,14 +171,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             // Two rows per neuron: +x_i bounds l_i, −x_i bounds −u_i.
             let neurons: Vec<usize> = unstable.iter().flat_map(|&(_, i)| [i, i]).collect();
             let props: Vec<u32> = unstable.iter().flat_map(|&(s, _)| [s as u32, s as u32]).collect();
-            let geom = Geom::unit(shape, &neurons).with_props(props);
-            // The unit window's column of neuron i is its channel.
-            let hw = shape.h * shape.w;
-            let col = neurons.iter().map(|&i| (i / hw) as u32).collect();
             let val = (0..neurons.len()).map(|row| if row % 2 == 0 { T::one() } else { -T::one() }).collect();
-            let group = (0..neurons.len() as u32).collect();
-            let coef = Coef::Unit { col, val };
-            let rows = Rows { start: p, geom, coef, cst: vec![0.0; neurons.len()], group, extra: Vec::new() };
+            let rows = Rows::units(p, shape, &neurons, props, val);
             let goal = if sigmoid { Goal::Tightest } else { Goal::NonNegative };
             let lbs = {
                 let _p = crate::profile::span("refine.backsub");

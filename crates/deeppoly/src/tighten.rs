@@ -18,9 +18,8 @@
 
 use crate::analysis::{AnalysisError, Analyzer};
 use crate::backend::Backend;
-use crate::backsub::{Coef, Goal, Rows};
+use crate::backsub::{Goal, Rows};
 use crate::batch::NodeBounds;
-use crate::geom::Geom;
 use crate::ir::Op;
 use crate::lagrange::{Slopes, SlotBounds, neuron_slopes, rounding_offsets};
 use crate::property::InputBox;
@@ -60,15 +59,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(b.into_iter().map(|(l, h)| (f64s(l), f64s(h))).collect())
     }
 
-    /// Tightens `bounds` (a root's node bounds over `input`) in place.
-    /// Returns `false` once some neuron's bounds cross: the box holds no
-    /// input, which the root's own analysis then finds.
+    /// Tightens `bounds` (a root's node bounds over `input`) in place. It
+    /// stops once some neuron's bounds cross: the box holds no input, which
+    /// the root's own analysis then finds.
     pub(crate) fn tighten_intermediate(
         &self,
         input: &InputBox,
         bounds: &mut NodeBounds<T>,
         deadline: Option<Instant>,
-    ) -> Result<bool, AnalysisError> {
+    ) -> Result<(), AnalysisError> {
         let _p = crate::profile::span("tighten");
         let net = self.net;
         let nodes = net.nodes();
@@ -107,13 +106,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             let (lo, hi) = &bounds[p];
             if lo.iter().zip(hi).any(|(l, h)| l > h) {
-                return Ok(false);
+                return Ok(());
             }
             // The ReLU's own bounds follow exactly.
             let relu = (lo.iter().map(|&v| v.max(T::zero())).collect(), hi.iter().map(|&v| v.max(T::zero())).collect());
             bounds[r] = relu;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Sound lower bounds of `s·x_i` at node `p`, one slot per end with its
@@ -135,16 +134,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let slopes: HashMap<usize, Slopes> = ends.iter().enumerate().map(|(k, e)| (k, e.2.clone())).collect();
         self.set_slopes(&mut st, &slopes)?;
-        let shape = self.net.node(p).shape;
         let neurons: Vec<usize> = ends.iter().map(|e| e.0).collect();
-        let geom = Geom::unit(shape, &neurons).with_props((0..ends.len() as u32).collect());
-        // The unit window's column of neuron i is its channel.
-        let hw = (shape.h * shape.w).max(1);
-        let col = neurons.iter().map(|&i| (i / hw) as u32).collect();
         let val = ends.iter().map(|e| if e.1 > 0.0 { T::one() } else { -T::one() }).collect();
-        let group = (0..ends.len() as u32).collect();
-        let coef = Coef::Unit { col, val };
-        let rows = Rows { start: p, geom, coef, cst: vec![0.0; ends.len()], group, extra: Vec::new() };
+        let rows = Rows::units(p, self.net.node(p).shape, &neurons, (0..ends.len() as u32).collect(), val);
         self.backsubstitute(&mut st, &rows, Goal::NonNegative, deadline)
     }
 }

@@ -192,6 +192,17 @@ fn check<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith) {
     }
 }
 
+/// Point `t` of a check: a float32 point inside the box, a corner for
+/// `t < 8`, else a random point.
+fn box_point(input: &InputBox, t: usize, rng: &mut SplitMix) -> Vec<f32> {
+    (0..input.lo.len())
+        .map(|i| {
+            let (l, h) = ((input.lo[i] as f32).next_up(), (input.hi[i] as f32).next_down());
+            if t < 8 { if rng.below(2) == 0 { l } else { h } } else { l + (h - l) * rng.unit() as f32 }
+        })
+        .collect()
+}
+
 /// One network and box: every node's bounds and the half-space bounds hold
 /// at the exact values of float32 points of the box (corners first), and,
 /// with `floats`, at float32 inference in random orders with and without FMA.
@@ -207,7 +218,6 @@ fn check_net<B: Backend<T>, T: Fp>(
     floats: bool,
 ) {
     let (net, input) = (net.clone(), input.clone());
-    let n = net.input_shape().numel();
     {
         let opts = Options { arith, ..Options::default() };
         let bounds = Analyzer::<_, T>::new(&net, be, opts.clone()).unwrap().node_bounds(&input).unwrap();
@@ -224,13 +234,7 @@ fn check_net<B: Backend<T>, T: Fp>(
             })
         };
         for t in 0..30 {
-            // Float32 points inside the box: corners first, then random points.
-            let x: Vec<f32> = (0..n)
-                .map(|i| {
-                    let (l, h) = ((input.lo[i] as f32).next_up(), (input.hi[i] as f32).next_down());
-                    if t < 8 { if rng.below(2) == 0 { l } else { h } } else { l + (h - l) * rng.unit() as f32 }
-                })
-                .collect();
+            let x = box_point(&input, t, rng);
             let inside = x.iter().enumerate().all(|(i, &v)| (v as f64) >= input.lo[i] && (v as f64) <= input.hi[i]);
             assert!(inside);
             let ex = exact(&net, &x);
@@ -393,12 +397,7 @@ fn intermediate_slopes_tighten_and_enclose() {
             };
             tighter += tight.iter().zip(&plain).any(|(t, p)| narrower(t, p)) as usize;
             for t in 0..30 {
-                let x: Vec<f32> = (0..n)
-                    .map(|i| {
-                        let (l, h) = ((input.lo[i] as f32).next_up(), (input.hi[i] as f32).next_down());
-                        if t < 8 { if rng.below(2) == 0 { l } else { h } } else { l + (h - l) * rng.unit() as f32 }
-                    })
-                    .collect();
+                let x = box_point(&input, t, &mut rng);
                 let ex = exact(&net, &x);
                 let fl: Vec<_> = [false, true].iter().map(|&fma| float32(&net, &x, &mut rng, fma)).collect();
                 for (node, (lo, hi)) in tight.iter().enumerate() {
