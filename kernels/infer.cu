@@ -60,6 +60,39 @@ __device__ void pw_sign_step(const T* __restrict__ x, const T* __restrict__ g, c
     y[i] = v < hi[i] ? v : hi[i];
 }
 
+// A bound's coefficients through a ReLU's lines: upper where g < 0, else lower.
+template <typename T>
+__device__ void pw_relax_back(const T* __restrict__ g, const T* __restrict__ up, const T* __restrict__ lo,
+                              T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = g[i] < (T)0 ? g[i] * up[i] : g[i] * lo[i];
+}
+
+// The relaxed network along the lines pw_relax_back chose.
+template <typename T>
+__device__ void pw_relax_line(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ up,
+                              const T* __restrict__ icpt, const T* __restrict__ lo, T* __restrict__ y,
+                              size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = g[i] < (T)0 ? up[i] * x[i] + icpt[i] : lo[i] * x[i];
+}
+
+// pos where a >= 0, else neg.
+template <typename T>
+__device__ void pw_select(const T* __restrict__ a, const T* __restrict__ pos, const T* __restrict__ neg,
+                          T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = a[i] >= (T)0 ? pos[i] : neg[i];
+}
+
+// g·x·free where g >= 0, else 0: the supergradient in the free lower slopes.
+template <typename T>
+__device__ void pw_slope_grad(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ free_,
+                              T* __restrict__ y, size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = g[i] >= (T)0 ? g[i] * x[i] * free_[i] : (T)0;
+}
+
 #define INSTANTIATE_INFER(T, S)                                                                                 \
     extern "C" __global__ void infer_bias_##S(T* y, const T* b, size_t n, size_t total) {                      \
         infer_bias<T>(y, b, n, total);                                                                          \
@@ -81,6 +114,19 @@ __device__ void pw_sign_step(const T* __restrict__ x, const T* __restrict__ g, c
     extern "C" __global__ void pw_sign_step_##S(const T* x, const T* g, const T* lo, const T* hi,              \
                                                 const T* alpha, T* y, size_t total) {                           \
         pw_sign_step<T>(x, g, lo, hi, alpha, y, total);                                                         \
+    }                                                                                                           \
+    extern "C" __global__ void pw_relax_back_##S(const T* g, const T* up, const T* lo, T* y, size_t total) {   \
+        pw_relax_back<T>(g, up, lo, y, total);                                                                  \
+    }                                                                                                           \
+    extern "C" __global__ void pw_relax_line_##S(const T* x, const T* g, const T* up, const T* icpt,           \
+                                                 const T* lo, T* y, size_t total) {                             \
+        pw_relax_line<T>(x, g, up, icpt, lo, y, total);                                                         \
+    }                                                                                                           \
+    extern "C" __global__ void pw_select_##S(const T* a, const T* pos, const T* neg, T* y, size_t total) {     \
+        pw_select<T>(a, pos, neg, y, total);                                                                    \
+    }                                                                                                           \
+    extern "C" __global__ void pw_slope_grad_##S(const T* g, const T* x, const T* f, T* y, size_t total) {     \
+        pw_slope_grad<T>(g, x, f, y, total);                                                                    \
     }
 
 INSTANTIATE_INFER(float, f32)

@@ -124,6 +124,24 @@ impl CudaBackend {
                 same(x, lo)?;
                 same(x, hi)?
             }
+            Pointwise::RelaxBack { g, up, lo } => {
+                same(g, up)?;
+                same(g, lo)?
+            }
+            Pointwise::RelaxLine { x, g, up, icpt, lo } => {
+                same(x, g)?;
+                same(x, up)?;
+                same(x, icpt)?;
+                same(x, lo)?
+            }
+            Pointwise::Select { a, pos, neg } => {
+                same(a, pos)?;
+                same(a, neg)?
+            }
+            Pointwise::SlopeGrad { g, x, free } => {
+                same(g, x)?;
+                same(g, free)?
+            }
         };
         if let Pointwise::Copy(x) = op {
             let data = self.dev.stream.clone_dtod(&x.data).map_err(|e| driver_err("copy", e))?;
@@ -149,6 +167,12 @@ impl CudaBackend {
             Pointwise::SignStep { x, g, lo, hi, alpha } => {
                 l.arg(&x.data).arg(&g.data).arg(&lo.data).arg(&hi.data).arg(&alpha.data)
             }
+            Pointwise::RelaxBack { g, up, lo } => l.arg(&g.data).arg(&up.data).arg(&lo.data),
+            Pointwise::RelaxLine { x, g, up, icpt, lo } => {
+                l.arg(&x.data).arg(&g.data).arg(&up.data).arg(&icpt.data).arg(&lo.data)
+            }
+            Pointwise::Select { a, pos, neg } => l.arg(&a.data).arg(&pos.data).arg(&neg.data),
+            Pointwise::SlopeGrad { g, x, free } => l.arg(&g.data).arg(&x.data).arg(&free.data),
             Pointwise::Copy(_) => unreachable!("copied above"),
         };
         l.arg(&y).arg(&t);

@@ -11,7 +11,7 @@ mod vnncomp;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use engine::{BackendChoice, Job, Precision};
-use polycert_deeppoly::{Arith, InputBox, Options, Property, ReluLower};
+use polycert_deeppoly::{Arith, InputBox, Options, Property, RelaxedOn, ReluLower};
 use report::Record;
 use std::io::Write;
 use std::path::PathBuf;
@@ -80,6 +80,11 @@ pub struct AnalysisArgs {
     /// shallow MLPs; off by default, as it slowed deeper ones.
     #[arg(long)]
     intermediate_alpha: bool,
+    /// Where the α/β search evaluates its relaxed bounds: `auto` (on the
+    /// GPU for conv networks, where it was faster; else on the host), `host`
+    /// (row by row) or `backend` (every open row at once in its GEMMs).
+    #[arg(long, value_enum, default_value = "auto")]
+    relaxed_on: RelaxedOnArg,
     /// Worker threads, each analysing its own batches (on CUDA, each with its
     /// own stream); results stay in order. Default: on CUDA up to 3 when
     /// there is more than one batch (one worker's host work overlaps the
@@ -98,6 +103,13 @@ pub struct AnalysisArgs {
 enum ArithArg {
     Point,
     Interval,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum RelaxedOnArg {
+    Auto,
+    Host,
+    Backend,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -127,6 +139,11 @@ impl AnalysisArgs {
             split_relus: !self.no_bab,
             optimize_slopes: !self.no_alpha,
             optimize_intermediate: self.intermediate_alpha,
+            relaxed_on: match self.relaxed_on {
+                RelaxedOnArg::Auto => RelaxedOn::Auto,
+                RelaxedOnArg::Host => RelaxedOn::Host,
+                RelaxedOnArg::Backend => RelaxedOn::Backend,
+            },
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,
             ..Options::default()

@@ -58,6 +58,25 @@ pub struct Options {
     /// every leaf inherits them. Off by default: on the H200 it sped up the
     /// 2-layer MNIST searches but slowed the 4- and 6-layer ones.
     pub optimize_intermediate: bool,
+    /// Where the α/β search evaluates its relaxed bounds (`relaxed.rs`).
+    pub relaxed_on: RelaxedOn,
+}
+
+/// Where the α/β search evaluates its rows' relaxed bounds: the same
+/// search either way, in other summation orders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RelaxedOn {
+    /// On the backend for networks with a conv layer, where the backend
+    /// offloads them (`Backend::offload_relaxed`); else on the host. On an
+    /// H200 the backend's evaluation halved the α/β phase on resnet_4b (host
+    /// conv passes are scalar) and took 1.7× longer on the MNIST MLPs (its
+    /// per-step transfers outweigh the host's dense row-by-row passes).
+    #[default]
+    Auto,
+    /// Row by row on the host (`lagrange::relaxed_bound`).
+    Host,
+    /// Every open row of a batch at once in the backend's GEMMs.
+    Backend,
 }
 
 impl Default for Options {
@@ -80,6 +99,7 @@ impl Default for Options {
             max_relu_leaves: 1 << 10,
             optimize_slopes: true,
             optimize_intermediate: false,
+            relaxed_on: RelaxedOn::Auto,
         }
     }
 }

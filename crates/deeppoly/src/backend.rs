@@ -145,6 +145,13 @@ pub trait Backend<T: Fp>: Send + Sync {
         crate::batch::DEFAULT_BATCH
     }
 
+    /// Whether the α/β search evaluates its relaxed bounds on this backend,
+    /// every open row of a batch in the same GEMMs (`relaxed.rs`), rather
+    /// than row by row on the host.
+    fn offload_relaxed(&self) -> bool {
+        true
+    }
+
     fn upload(&self, data: &[T]) -> BResult<Self::Buf>;
     fn download(&self, buf: &Self::Buf) -> BResult<Vec<T>>;
 

@@ -28,6 +28,17 @@ pub enum Pointwise<'b, Buf> {
     /// (`lo`, `hi` per point; `sign(0) = 1`, as `f64::signum` of +0; `α`
     /// is `alpha[0]`, on the backend so that a recorded step can vary it).
     SignStep { x: &'b Buf, g: &'b Buf, lo: &'b Buf, hi: &'b Buf, alpha: &'b Buf },
+    /// `g·up` where `g < 0`, else `g·lo`: a bound's coefficients through a
+    /// ReLU's relaxation lines (upper where the coefficient is negative).
+    RelaxBack { g: &'b Buf, up: &'b Buf, lo: &'b Buf },
+    /// `up·x + icpt` where `g < 0`, else `lo·x`: the relaxed network along
+    /// the lines [`Pointwise::RelaxBack`] chose.
+    RelaxLine { x: &'b Buf, g: &'b Buf, up: &'b Buf, icpt: &'b Buf, lo: &'b Buf },
+    /// `pos` where `a ≥ 0`, else `neg`: a bound's minimising end per value.
+    Select { a: &'b Buf, pos: &'b Buf, neg: &'b Buf },
+    /// `g·x·free` where `g ≥ 0`, else 0: a bound's supergradient in the
+    /// free lower slopes (`free` is 1 where the slope is free, else 0).
+    SlopeGrad { g: &'b Buf, x: &'b Buf, free: &'b Buf },
 }
 
 impl<Buf> Pointwise<'_, Buf> {
@@ -41,6 +52,10 @@ impl<Buf> Pointwise<'_, Buf> {
             Pointwise::Copy(_) => "copy",
             Pointwise::Scale { .. } => "scale",
             Pointwise::SignStep { .. } => "sign_step",
+            Pointwise::RelaxBack { .. } => "relax_back",
+            Pointwise::RelaxLine { .. } => "relax_line",
+            Pointwise::Select { .. } => "select",
+            Pointwise::SlopeGrad { .. } => "slope_grad",
         }
     }
 }
@@ -85,7 +100,32 @@ pub fn host_pointwise<Buf, T: Fp>(op: &Pointwise<'_, Buf>, get: impl Fn(&Buf) ->
                 })
                 .collect())
         }
+        Pointwise::RelaxBack { g, up, lo } => {
+            let (g, up, lo) = (get(g)?, get(up)?, get(lo)?);
+            same3(op, g.len(), up.len(), lo.len())?;
+            Ok((0..g.len()).map(|i| if g[i] < T::zero() { g[i] * up[i] } else { g[i] * lo[i] }).collect())
+        }
+        Pointwise::RelaxLine { x, g, up, icpt, lo } => {
+            let (x, g, up, icpt, lo) = (get(x)?, get(g)?, get(up)?, get(icpt)?, get(lo)?);
+            same3(op, x.len(), g.len(), up.len())?;
+            same3(op, x.len(), icpt.len(), lo.len())?;
+            Ok((0..x.len()).map(|i| if g[i] < T::zero() { up[i] * x[i] + icpt[i] } else { lo[i] * x[i] }).collect())
+        }
+        Pointwise::Select { a, pos, neg } => {
+            let (a, pos, neg) = (get(a)?, get(pos)?, get(neg)?);
+            same3(op, a.len(), pos.len(), neg.len())?;
+            Ok((0..a.len()).map(|i| if a[i] >= T::zero() { pos[i] } else { neg[i] }).collect())
+        }
+        Pointwise::SlopeGrad { g, x, free } => {
+            let (g, x, free) = (get(g)?, get(x)?, get(free)?);
+            same3(op, g.len(), x.len(), free.len())?;
+            Ok((0..g.len()).map(|i| if g[i] >= T::zero() { g[i] * x[i] * free[i] } else { T::zero() }).collect())
+        }
     }
+}
+
+fn same3<Buf>(op: &Pointwise<'_, Buf>, a: usize, b: usize, c: usize) -> BResult<()> {
+    if a == b && a == c { Ok(()) } else { Err(mismatch(op.name(), a, if a == b { c } else { b })) }
 }
 
 /// The layer's output count for a `grad_dense` of `g_len` gradients and

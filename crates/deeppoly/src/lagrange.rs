@@ -53,7 +53,7 @@ pub(crate) type Slopes = Vec<Vec<f64>>;
 /// and from a parent's), and the relaxed bound at which a row stops
 /// pulling (the sound backsubstitution with the same parameters then
 /// proves it).
-const STEPS: usize = 20;
+pub(crate) const STEPS: usize = 20;
 const WARM_STEPS: usize = 6;
 const STABLE_STEPS: usize = 300;
 const LR_BETA: f64 = 0.05;
@@ -101,98 +101,199 @@ impl Adam {
     }
 }
 
-/// Slopes and β for the lower bounds of a slot's `rows` (`None`: the
-/// relaxed network has a layer the search does not evaluate, or there is
-/// nothing to choose). `slopes` turns the slope search on; `warm` is the
-/// parent's slopes.
+/// The relaxed bound of one row, less its `d`, and its supergradients:
+/// `(L, ∂L/∂β, ∂L/∂α)`.
+pub(crate) type Eval = (f64, Vec<f64>, Slopes);
+
+/// One slot's Adam search over its rows' β and its shared slopes, driven
+/// by whoever evaluates the rows: the host ([`optimize`]) or the backend
+/// for many slots at once (`relaxed.rs`).
+pub(crate) struct SlotSearch {
+    unstable: Vec<(usize, usize)>,
+    use_alpha: bool,
+    alpha: Slopes,
+    flat_a: Vec<f64>,
+    betas: Vec<Vec<f64>>,
+    d: Vec<f64>,
+    adam_b: Vec<Adam>,
+    adam_a: Adam,
+    steps: usize,
+    t: usize,
+    done: bool,
+    best: f64,
+    chosen: Option<(Option<Slopes>, Vec<Vec<f64>>)>,
+}
+
+impl SlotSearch {
+    /// The search for a slot's `rows` (`None`: the relaxed network has a
+    /// layer the search does not evaluate, or there is nothing to choose).
+    /// `slopes` turns the slope search on; `warm` is the parent's slopes.
+    pub(crate) fn new<T: Fp>(
+        net: &Network,
+        bounds: &SlotBounds<'_, T>,
+        rows: &[Objective<'_>],
+        splits: &[SplitConstraint],
+        lower: ReluLower,
+        (slopes, warm): (bool, Option<&Slopes>),
+    ) -> Option<Self> {
+        let nodes = net.nodes();
+        if rows.is_empty() || nodes.iter().any(|n| matches!(n.op, Op::Sigmoid | Op::MaxPool2d(_))) {
+            return None;
+        }
+        let unstable = free_slopes(net, bounds, nodes.len());
+        let use_alpha = slopes && !unstable.is_empty();
+        if !use_alpha && splits.is_empty() {
+            return None;
+        }
+        let mut alpha = relaxation_slopes(net, bounds, lower);
+        if let Some(w) = warm.filter(|w| w.len() == alpha.len()) {
+            for &(id, j) in &unstable {
+                if let Some(&a) = w[id].get(j) {
+                    alpha[id][j] = a.clamp(0.0, 1.0);
+                }
+            }
+        }
+        let k = splits.len();
+        let betas: Vec<Vec<f64>> = rows
+            .iter()
+            .map(|r| {
+                let mut b = vec![0.0; k];
+                if let Some(s) = r.beta.filter(|s| s.len() <= k) {
+                    b[..s.len()].copy_from_slice(s);
+                }
+                b
+            })
+            .collect();
+        // With every ReLU stable the relaxation is exact, and the best β gives
+        // the leaf's exact minimum (LP duality): worth a long search, as the leaf
+        // cannot be split further.
+        let warm_start = warm.is_some() || rows.iter().any(|r| r.beta.is_some());
+        let steps = match (unstable.is_empty(), warm_start) {
+            (true, _) => STABLE_STEPS,
+            (false, true) => WARM_STEPS,
+            (false, false) => STEPS,
+        };
+        let flat_a = unstable.iter().map(|&(id, j)| alpha[id][j]).collect();
+        Some(Self {
+            adam_b: rows.iter().map(|_| Adam::new(k, LR_BETA, (0.0, f64::INFINITY))).collect(),
+            adam_a: Adam::new(unstable.len(), LR_ALPHA, (0.0, 1.0)),
+            unstable,
+            use_alpha,
+            alpha,
+            flat_a,
+            betas,
+            d: rows.iter().map(|r| r.d).collect(),
+            steps,
+            t: 0,
+            done: false,
+            best: f64::NEG_INFINITY,
+            chosen: None,
+        })
+    }
+
+    /// The slopes to evaluate at (`None`: the relaxation's own).
+    pub(crate) fn alpha(&self) -> Option<&Slopes> {
+        self.use_alpha.then_some(&self.alpha)
+    }
+
+    /// Per row, the β to evaluate at.
+    pub(crate) fn betas(&self) -> &[Vec<f64>] {
+        &self.betas
+    }
+
+    /// Adam steps this search takes at most.
+    pub(crate) fn steps(&self) -> usize {
+        self.steps
+    }
+
+    pub(crate) fn done(&self) -> bool {
+        self.done
+    }
+
+    /// Takes the rows' relaxed bounds `c·y` (with their β terms) and
+    /// supergradients at the current parameters, keeps the best parameters
+    /// so far, and steps (or ends: every row proved with room, or the steps
+    /// spent).
+    pub(crate) fn update(&mut self, mut evals: Vec<Eval>) {
+        if self.done {
+            return;
+        }
+        self.t += 1;
+        let t = self.t;
+        for (e, d) in evals.iter_mut().zip(&self.d) {
+            e.0 -= d;
+        }
+        // Each row pulls until it is proved with room.
+        let objective: f64 = evals.iter().map(|e| e.0.min(PROVED_MARGIN)).sum();
+        if objective > self.best {
+            self.best = objective;
+            self.chosen = Some((self.alpha().cloned(), self.betas.clone()));
+        }
+        if (t > 1 && evals.iter().all(|e| e.0 > PROVED_MARGIN)) || t > self.steps {
+            self.done = true;
+            return;
+        }
+        for ((b, adam), e) in self.betas.iter_mut().zip(&mut self.adam_b).zip(&evals) {
+            adam.step(t, b, &e.1);
+        }
+        if self.use_alpha {
+            let grad: Vec<f64> = self
+                .unstable
+                .iter()
+                .map(|&(id, j)| {
+                    evals.iter().filter(|e| e.0 <= PROVED_MARGIN).map(|e| e.2[id].get(j).copied().unwrap_or(0.0)).sum()
+                })
+                .collect();
+            self.adam_a.step(t, &mut self.flat_a, &grad);
+            for (&(id, j), &v) in self.unstable.iter().zip(&self.flat_a) {
+                self.alpha[id][j] = v;
+            }
+        }
+    }
+
+    /// The best parameters seen (`None`: the relaxation's own and `β = 0`).
+    pub(crate) fn finish(self) -> Option<Chosen> {
+        let (alpha, betas) = self.chosen?;
+        let betas: Vec<Option<Vec<f64>>> = betas.into_iter().map(|b| b.iter().any(|&x| x > 0.0).then_some(b)).collect();
+        (alpha.is_some() || betas.iter().any(Option::is_some)).then_some(Chosen { alpha, betas })
+    }
+}
+
+#[cfg(test)]
+/// Slopes and β for the lower bounds of a slot's `rows`, its relaxed bound
+/// evaluated on the host (see [`SlotSearch::new`] for `None`).
 pub(crate) fn optimize<T: Fp>(
     net: &Network,
     (bounds, bias): (&SlotBounds<'_, T>, &SlotBias<'_, T>),
     rows: &[Objective<'_>],
     splits: &[SplitConstraint],
     lower: ReluLower,
-    (slopes, warm): (bool, Option<&Slopes>),
+    slopes: (bool, Option<&Slopes>),
 ) -> Option<Chosen> {
-    let nodes = net.nodes();
-    if rows.is_empty() || nodes.iter().any(|n| matches!(n.op, Op::Sigmoid | Op::MaxPool2d(_))) {
-        return None;
-    }
-    let unstable = free_slopes(net, bounds, nodes.len());
-    let use_alpha = slopes && !unstable.is_empty();
-    let offsets = rounding_offsets(net, bias);
-    if !use_alpha && splits.is_empty() {
-        return None;
-    }
-    let mut alpha = relaxation_slopes(net, bounds, lower);
-    if let Some(w) = warm.filter(|w| w.len() == alpha.len()) {
-        for &(id, j) in &unstable {
-            if let Some(&a) = w[id].get(j) {
-                alpha[id][j] = a.clamp(0.0, 1.0);
-            }
-        }
-    }
-    let k = splits.len();
-    let mut betas: Vec<Vec<f64>> = rows
-        .iter()
-        .map(|r| {
-            let mut b = vec![0.0; k];
-            if let Some(s) = r.beta.filter(|s| s.len() <= k) {
-                b[..s.len()].copy_from_slice(s);
-            }
-            b
-        })
-        .collect();
-    // With every ReLU stable the relaxation is exact, and the best β gives
-    // the leaf's exact minimum (LP duality): worth a long search, as the leaf
-    // cannot be split further.
-    let warm_start = warm.is_some() || rows.iter().any(|r| r.beta.is_some());
-    let steps = match (unstable.is_empty(), warm_start) {
-        (true, _) => STABLE_STEPS,
-        (false, true) => WARM_STEPS,
-        (false, false) => STEPS,
-    };
-    let mut adam_b: Vec<Adam> = rows.iter().map(|_| Adam::new(k, LR_BETA, (0.0, f64::INFINITY))).collect();
-    let mut adam_a = Adam::new(unstable.len(), LR_ALPHA, (0.0, 1.0));
-    let mut flat_a: Vec<f64> = unstable.iter().map(|&(id, j)| alpha[id][j]).collect();
-    let (mut best, mut chosen) = (f64::NEG_INFINITY, None);
-    for t in 1..=steps + 1 {
-        let a = use_alpha.then_some(&alpha);
-        let evals: Vec<(f64, Vec<f64>, Slopes)> = rows
+    let search = SlotSearch::new(net, bounds, rows, splits, lower, slopes)?;
+    finish_on_host(search, net, (bounds, &rounding_offsets(net, bias)), rows, splits, lower)
+}
+
+/// Runs `search` to its end with its rows' relaxed bounds evaluated on the
+/// host, row by row.
+pub(crate) fn finish_on_host<T: Fp>(
+    mut search: SlotSearch,
+    net: &Network,
+    (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
+    rows: &[Objective<'_>],
+    splits: &[SplitConstraint],
+    lower: ReluLower,
+) -> Option<Chosen> {
+    while !search.done() {
+        let a = search.alpha();
+        let evals: Vec<Eval> = rows
             .par_iter()
-            .zip(&betas)
-            .map(|(r, b)| {
-                relaxed_bound(net, (bounds, &offsets), (net.output(), r.c), splits, b, a, lower)
-                    .map(|(l, gb, ga)| (l - r.d, gb, ga))
-            })
+            .zip(search.betas())
+            .map(|(r, b)| relaxed_bound(net, (bounds, offsets), (net.output(), r.c), splits, b, a, lower))
             .collect::<Option<_>>()?;
-        // Each row pulls until it is proved with room.
-        let objective: f64 = evals.iter().map(|e| e.0.min(PROVED_MARGIN)).sum();
-        if objective > best {
-            best = objective;
-            chosen = Some((a.cloned(), betas.clone()));
-        }
-        if (t > 1 && evals.iter().all(|e| e.0 > PROVED_MARGIN)) || t > steps {
-            break;
-        }
-        for ((b, adam), e) in betas.iter_mut().zip(&mut adam_b).zip(&evals) {
-            adam.step(t, b, &e.1);
-        }
-        if use_alpha {
-            let grad: Vec<f64> = unstable
-                .iter()
-                .map(|&(id, j)| {
-                    evals.iter().filter(|e| e.0 <= PROVED_MARGIN).map(|e| e.2[id].get(j).copied().unwrap_or(0.0)).sum()
-                })
-                .collect();
-            adam_a.step(t, &mut flat_a, &grad);
-            for (&(id, j), &v) in unstable.iter().zip(&flat_a) {
-                alpha[id][j] = v;
-            }
-        }
+        search.update(evals);
     }
-    let (alpha, betas) = chosen?;
-    let betas: Vec<Option<Vec<f64>>> = betas.into_iter().map(|b| b.iter().any(|&x| x > 0.0).then_some(b)).collect();
-    (alpha.is_some() || betas.iter().any(Option::is_some)).then_some(Chosen { alpha, betas })
+    search.finish()
 }
 
 /// Lower slopes for the bound of `s·x_i` at node `p` (one intermediate

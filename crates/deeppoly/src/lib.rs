@@ -23,6 +23,7 @@ pub mod pgd;
 pub mod profile;
 pub mod property;
 pub mod relax;
+mod relaxed;
 mod rows;
 pub mod scurve;
 pub mod softmax;
@@ -30,7 +31,7 @@ pub mod split;
 pub mod testnets;
 mod tighten;
 
-pub use analysis::{AnalysisError, Analyzer, Options};
+pub use analysis::{AnalysisError, Analyzer, Options, RelaxedOn};
 pub use backend::{
     AffineForward, Arith, BResult, Backend, BackendError, ConvParams, Magnitudes, Pointwise, PoolParams, ReluParams,
     check_unit_rows, unit_rows,

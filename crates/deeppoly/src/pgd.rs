@@ -361,7 +361,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// Per-neuron `(m, c, 0)` tables of the ChannelAffine nodes (midpoints).
-    fn scale_tables(&self) -> BResult<Vec<Option<[B::Buf; 3]>>> {
+    pub(crate) fn scale_tables(&self) -> BResult<Vec<Option<[B::Buf; 3]>>> {
         let be = self.backend;
         self.net
             .nodes()

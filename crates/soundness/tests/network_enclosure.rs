@@ -17,7 +17,7 @@
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet};
 use polycert_deeppoly::{
-    Analyzer, Arith, Backend, Halfspace, InputBox, Network, Op, Options, Property, Shape, SubProblem,
+    Analyzer, Arith, Backend, Halfspace, InputBox, Network, Op, Options, Property, RelaxedOn, Shape, SubProblem,
 };
 use polycert_interval::Fp;
 use rug::Rational;
@@ -219,7 +219,10 @@ fn check_net<B: Backend<T>, T: Fp>(
 ) {
     let (net, input) = (net.clone(), input.clone());
     {
-        let opts = Options { arith, ..Options::default() };
+        // Half the properties choose their slopes with the batched relaxed
+        // bound on the backend (`relaxed.rs`), the others as by default.
+        let relaxed_on = if prop_seed & 1 == 1 { RelaxedOn::Backend } else { RelaxedOn::Auto };
+        let opts = Options { arith, relaxed_on, ..Options::default() };
         let bounds = Analyzer::<_, T>::new(&net, be, opts.clone()).unwrap().node_bounds(&input).unwrap();
         // A separate generator keeps the networks and points of each seed.
         let prop = property(&net, &input, &mut SplitMix(prop_seed));

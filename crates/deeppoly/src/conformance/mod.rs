@@ -14,11 +14,15 @@ use crate::testnets::{
 };
 use polycert_interval::{FloatModel, Fp};
 
+mod relaxed;
 mod search;
+pub use relaxed::relaxed_bound_matches_host;
 pub use search::*;
 
+/// The suite's options: the α/β search's relaxed bounds on the backend
+/// under test (its default picks the host for dense networks).
 pub(crate) fn opts(arith: Arith) -> Options {
-    Options { arith, ..Options::default() }
+    Options { arith, relaxed_on: crate::RelaxedOn::Backend, ..Options::default() }
 }
 
 /// The paper's 2-2-2-2 example: `u` of the second affine layer's first
@@ -423,6 +427,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn constants_round_down() {
                 $crate::conformance::constants_round_down(&$make);
+            }
+            #[test]
+            fn relaxed_bound_matches_host_f64() {
+                $crate::conformance::relaxed_bound_matches_host::<_, f64>(&$make);
+            }
+            #[test]
+            fn relaxed_bound_matches_host_f32() {
+                $crate::conformance::relaxed_bound_matches_host::<_, f32>(&$make);
             }
             #[test]
             fn inference_matches_host_f64() {

@@ -1,0 +1,322 @@
+//! The relaxed bound `L(α, β)` of many output rows at once, on the backend
+//! (`lagrange.rs` chooses α and β with it). A row is (leaf, half-space):
+//! per evaluation, one backward pass of every row's coefficients and one
+//! forward pass of the relaxed network at each row's minimising input
+//! corner, the affine layers as the backend's inference and gradient GEMMs
+//! shared by all rows, the ReLU lines and corner choices as elementwise
+//! steps. Plain arithmetic in `T` with sums in any order, as
+//! [`crate::lagrange::relaxed_bound`] on the host: only the choice of α and
+//! β depends on it, and the sound backsubstitution bounds the rows after.
+
+use crate::analysis::{Analyzer, Params};
+use crate::backend::{BResult, Backend, Pointwise};
+use crate::ir::{NodeId, Op};
+use crate::lagrange::{Eval, Offsets, Slopes, SlotBounds, SplitConstraint};
+use crate::relax::{ReluLower, relu_relax, unstable};
+use polycert_interval::Fp;
+use rayon::prelude::*;
+
+/// One row: its slot's node bounds and rounding offsets, its objective
+/// `c` on the outputs, and its slot's split constraints.
+pub(crate) struct RowSpec<'r, T> {
+    pub bounds: &'r SlotBounds<'r, T>,
+    pub offsets: &'r Offsets,
+    pub c: &'r [f64],
+    pub splits: &'r [SplitConstraint],
+}
+
+/// A ReLU node's per-row lines: the upper line's slope and intercept and
+/// which lower slopes are free (unstable input; 1 or 0) on the backend, the
+/// relaxation's lower slope and the free ones' indices on the host.
+struct ReluLines<Buf, T> {
+    up: Buf,
+    icpt: Buf,
+    free_mask: Buf,
+    lam_lo: Vec<T>,
+    /// Per row, its free neurons.
+    free: Vec<Vec<u32>>,
+}
+
+/// What stays fixed across a search's evaluations: the rows' tables on the
+/// backend.
+pub(crate) struct RelaxedRows<'r, 'a, B: Backend<T>, T: Fp> {
+    an: &'a Analyzer<'a, B, T>,
+    rows: &'r [RowSpec<'r, T>],
+    input: (B::Buf, B::Buf),
+    seed: B::Buf,
+    relu: Vec<Option<ReluLines<B::Buf, T>>>,
+    offsets: Vec<Option<(B::Buf, B::Buf)>>,
+    scale: Vec<Option<[B::Buf; 3]>>,
+    /// Nodes holding a split neuron of some row.
+    split_nodes: Vec<NodeId>,
+}
+
+impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
+    /// The rows' tables (`None`: a layer the backend path does not
+    /// evaluate, or no rows).
+    pub(crate) fn new(
+        an: &'a Analyzer<'a, B, T>,
+        rows: &'r [RowSpec<'r, T>],
+        lower: ReluLower,
+    ) -> BResult<Option<Self>> {
+        let (net, be) = (an.net, an.backend);
+        let supported = |op: &Op| {
+            matches!(op, Op::Input | Op::Dense { .. } | Op::Conv2d(_) | Op::Relu | Op::Add | Op::Reshape)
+                || matches!(op, Op::ChannelAffine { .. })
+        };
+        if rows.is_empty() || !net.nodes().iter().all(|n| supported(&n.op)) {
+            return Ok(None);
+        }
+        let t = |v: f64| T::from_f64_nearest(v);
+        let per_row = |id: NodeId, f: &dyn Fn(&RowSpec<'r, T>, usize) -> T| -> Vec<T> {
+            let n = net.node(id).shape.numel();
+            rows.iter().flat_map(|r| (0..n).map(move |j| f(r, j))).collect()
+        };
+        let input =
+            (be.upload(&per_row(0, &|r, j| r.bounds[0].0[j]))?, be.upload(&per_row(0, &|r, j| r.bounds[0].1[j]))?);
+        let n_out = net.output_shape().numel();
+        let seed: Vec<T> =
+            rows.iter().flat_map(|r| (0..n_out).map(|j| t(r.c.get(j).copied().unwrap_or(0.0)))).collect();
+        let mut relu = Vec::with_capacity(net.nodes().len());
+        let mut offsets = Vec::with_capacity(net.nodes().len());
+        for (id, node) in net.nodes().iter().enumerate() {
+            relu.push(if node.op == Op::Relu { Some(Self::lines(be, rows, node.inputs[0], lower)?) } else { None });
+            let known = rows.iter().all(|r| matches!(r.offsets.get(id), Some(Some(_))));
+            offsets.push(if known {
+                let end = |r: &RowSpec<'r, T>, j: usize, hi: bool| {
+                    let o = r.offsets[id].as_ref().expect("known")[j];
+                    t(if hi { o.1 } else { o.0 })
+                };
+                Some((
+                    be.upload(&per_row(id, &|r, j| end(r, j, false)))?,
+                    be.upload(&per_row(id, &|r, j| end(r, j, true)))?,
+                ))
+            } else {
+                None
+            });
+        }
+        let mut split_nodes: Vec<NodeId> = rows.iter().flat_map(|r| r.splits.iter().map(|s| s.node)).collect();
+        split_nodes.sort_unstable();
+        split_nodes.dedup();
+        let scale = an.scale_tables()?;
+        Ok(Some(Self { an, rows, input, seed: be.upload(&seed)?, relu, offsets, scale, split_nodes }))
+    }
+
+    /// The ReLU lines of the node whose input is `x0`, row by row in parallel.
+    fn lines(be: &B, rows: &[RowSpec<'r, T>], x0: NodeId, lower: ReluLower) -> BResult<ReluLines<B::Buf, T>> {
+        let per: Vec<(Vec<[T; 4]>, Vec<u32>)> = rows
+            .par_iter()
+            .map(|r| {
+                let (lo, hi) = r.bounds[x0];
+                let v: Vec<[T; 4]> = lo
+                    .iter()
+                    .zip(hi)
+                    .map(|(&l, &h)| {
+                        let rr = relu_relax(l, h, lower);
+                        let f = if unstable(l, h) { T::one() } else { T::zero() };
+                        [rr.lam_up, rr.mu_up, rr.lam_lo, f]
+                    })
+                    .collect();
+                let free = (0..lo.len() as u32).filter(|&j| unstable(lo[j as usize], hi[j as usize])).collect();
+                (v, free)
+            })
+            .collect();
+        let col = |k: usize| -> Vec<T> { per.iter().flat_map(|(v, _)| v.iter().map(move |e| e[k])).collect() };
+        Ok(ReluLines {
+            up: be.upload(&col(0))?,
+            icpt: be.upload(&col(1))?,
+            free_mask: be.upload(&col(3))?,
+            lam_lo: col(2),
+            free: per.into_iter().map(|(_, f)| f).collect(),
+        })
+    }
+
+    /// Per row, `c·y` at its minimising corner with its β terms, and its
+    /// supergradients (`alpha[r]`: row `r`'s slot's slopes, `None` for the
+    /// relaxation's own; `beta[r]`: one per split of its slot).
+    pub(crate) fn eval(&self, alpha: &[Option<&Slopes>], beta: &[&[f64]]) -> BResult<Vec<Eval>> {
+        let (net, be, r_n) = (self.an.net, self.an.backend, self.rows.len());
+        let nodes = net.nodes();
+        let passes = crate::profile::span("relaxed.passes");
+        // Lower slopes: the slot's α where free, else the relaxation's.
+        let mut lo_tab: Vec<Option<B::Buf>> = Vec::with_capacity(nodes.len());
+        for (id, lines) in self.relu.iter().enumerate() {
+            lo_tab.push(match lines {
+                Some(l) => {
+                    let n = nodes[id].shape.numel();
+                    let mut v = l.lam_lo.clone();
+                    v.par_chunks_mut(n.max(1)).zip(alpha).zip(&l.free).for_each(|((v, a), free)| {
+                        if let Some(a) = a.and_then(|a| a.get(id)).filter(|a| a.len() == n) {
+                            for &j in free {
+                                v[j as usize] = T::from_f64_nearest(a[j as usize]);
+                            }
+                        }
+                    });
+                    Some(be.upload(&v)?)
+                }
+                None => None,
+            });
+        }
+        // Backward: coefficients per node, split neurons starting at −β·s.
+        let mut coef: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
+        for &k in &self.split_nodes {
+            let n = nodes[k].shape.numel();
+            let mut v = vec![T::zero(); r_n * n];
+            for (r, (row, b)) in self.rows.iter().zip(beta).enumerate() {
+                for (s, &bk) in row.splits.iter().zip(b.iter()).filter(|(s, _)| s.node == k) {
+                    let sign = if s.active { 1.0 } else { -1.0 };
+                    let at = &mut v[r * n + s.neuron];
+                    *at = T::from_f64_nearest(at.to_f64_exact() - bk * sign);
+                }
+            }
+            coef[k] = Some(be.upload(&v)?);
+        }
+        let acc = |coef: &mut Vec<Option<B::Buf>>, k: NodeId, g: B::Buf| -> BResult<()> {
+            coef[k] = Some(match coef[k].take() {
+                None => g,
+                Some(h) => be.pointwise(Pointwise::Add(&h, &g))?,
+            });
+            Ok(())
+        };
+        acc(&mut coef, net.output(), be.pointwise(Pointwise::Copy(&self.seed))?)?;
+        for id in (1..=net.output()).rev() {
+            let node = &nodes[id];
+            let Some(g) = coef[id].take() else { continue };
+            let x0 = node.inputs[0];
+            let shape_in = net.node(x0).shape;
+            match (&node.op, &self.an.params[id]) {
+                (Op::Dense { .. }, Params::Affine { w, .. }) => {
+                    acc(&mut coef, x0, be.grad_dense(&g, w, shape_in.numel(), r_n)?)?
+                }
+                (Op::Conv2d(c), Params::Affine { w, .. }) => {
+                    acc(&mut coef, x0, be.grad_conv(c, w, shape_in, &g, r_n)?)?
+                }
+                (Op::Relu, _) => {
+                    let (l, lo) = (self.relu[id].as_ref().expect("lines"), lo_tab[id].as_ref().expect("lower"));
+                    acc(&mut coef, x0, be.pointwise(Pointwise::RelaxBack { g: &g, up: &l.up, lo })?)?
+                }
+                (Op::Add, _) => {
+                    acc(&mut coef, node.inputs[1], be.pointwise(Pointwise::Copy(&g))?)?;
+                    acc(&mut coef, x0, be.pointwise(Pointwise::Copy(&g))?)?;
+                }
+                (Op::Reshape, _) => acc(&mut coef, x0, be.pointwise(Pointwise::Copy(&g))?)?,
+                (Op::ChannelAffine { .. }, _) => {
+                    let [m, _, zero] = self.scale[id].as_ref().expect("table per ChannelAffine");
+                    acc(&mut coef, x0, be.pointwise(Pointwise::Scale { x: &g, m, c: zero })?)?
+                }
+                (op, _) => return Err(crate::BackendError::Failure(format!("relaxed bound: {op:?}"))),
+            }
+            coef[id] = Some(g);
+        }
+        // A node no row's bound reaches has coefficients 0.
+        let zero_of = |id: NodeId| be.upload(&vec![T::zero(); r_n * nodes[id].shape.numel()]);
+        for (id, c) in coef.iter_mut().enumerate() {
+            if c.is_none() {
+                *c = Some(zero_of(id)?);
+            }
+        }
+        let coef: Vec<B::Buf> = coef.into_iter().map(|c| c.expect("filled")).collect();
+        // Forward: the relaxed network at each row's minimising corner.
+        let mut z: Vec<Option<B::Buf>> = Vec::with_capacity(nodes.len());
+        z.push(Some(be.pointwise(Pointwise::Select { a: &coef[0], pos: &self.input.0, neg: &self.input.1 })?));
+        for (id, node) in nodes.iter().enumerate().skip(1) {
+            let x = value(net, &z, node.inputs[0]);
+            let v = match (&node.op, &self.an.params[id]) {
+                (Op::Dense { .. }, Params::Affine { w, b, .. }) => {
+                    Some(be.infer_dense(w, b, net.node(node.inputs[0]).shape.numel(), x, r_n)?)
+                }
+                (Op::Conv2d(c), Params::Affine { w, b, .. }) => {
+                    Some(be.infer_conv(c, w, b, net.node(node.inputs[0]).shape, x, r_n)?)
+                }
+                (Op::Relu, _) => {
+                    let (l, lo) = (self.relu[id].as_ref().expect("lines"), lo_tab[id].as_ref().expect("lower"));
+                    Some(be.pointwise(Pointwise::RelaxLine { x, g: &coef[id], up: &l.up, icpt: &l.icpt, lo })?)
+                }
+                (Op::Add, _) => Some(be.pointwise(Pointwise::Add(x, value(net, &z, node.inputs[1])))?),
+                (Op::Reshape, _) => None,
+                (Op::ChannelAffine { .. }, _) => {
+                    let [m, c, _] = self.scale[id].as_ref().expect("table per ChannelAffine");
+                    Some(be.pointwise(Pointwise::Scale { x, m, c })?)
+                }
+                (op, _) => return Err(crate::BackendError::Failure(format!("relaxed bound: {op:?}"))),
+            };
+            // The constant interval's end the bound uses, in place of the bias.
+            let v = match (v, &self.offsets[id]) {
+                (Some(v), Some((lo, hi))) => {
+                    let off = be.pointwise(Pointwise::Select { a: &coef[id], pos: lo, neg: hi })?;
+                    Some(be.pointwise(Pointwise::Add(&v, &off))?)
+                }
+                (v, _) => v,
+            };
+            z.push(v);
+        }
+        drop(passes);
+        let _d = crate::profile::span("relaxed.download");
+        self.bounds_and_gradients(&coef, &z, alpha, beta)
+    }
+
+    /// Downloads what the rows' bounds and supergradients need.
+    fn bounds_and_gradients(
+        &self,
+        coef: &[B::Buf],
+        z: &[Option<B::Buf>],
+        alpha: &[Option<&Slopes>],
+        beta: &[&[f64]],
+    ) -> BResult<Vec<Eval>> {
+        let (net, be) = (self.an.net, self.an.backend);
+        let nodes = net.nodes();
+        let host = |b: &B::Buf| -> BResult<Vec<f64>> { Ok(be.download(b)?.iter().map(|v| v.to_f64_exact()).collect()) };
+        let y = host(value(net, z, net.output()))?;
+        let n_out = net.output_shape().numel();
+        let mut zs: Vec<Option<Vec<f64>>> = vec![None; nodes.len()];
+        for &k in &self.split_nodes {
+            zs[k] = Some(host(value(net, z, k))?);
+        }
+        // ∂L/∂α_j = a_j·x_j where the row's lower slope j is free and used.
+        let mut grads: Vec<Slopes> = vec![vec![Vec::new(); nodes.len()]; self.rows.len()];
+        if alpha.iter().any(Option::is_some) {
+            for (id, lines) in self.relu.iter().enumerate() {
+                let Some(l) = lines else { continue };
+                let x = value(net, z, nodes[id].inputs[0]);
+                let g = host(&be.pointwise(Pointwise::SlopeGrad { g: &coef[id], x, free: &l.free_mask })?)?;
+                let n = nodes[id].shape.numel();
+                grads.par_iter_mut().zip(g.par_chunks(n.max(1))).zip(alpha).for_each(|((grad, g), a)| {
+                    if a.is_some() {
+                        grad[id] = g.to_vec();
+                    }
+                });
+            }
+        }
+        Ok(self
+            .rows
+            .iter()
+            .zip(grads)
+            .enumerate()
+            .map(|(r, (row, ga))| {
+                let mut bound: f64 = row.c.iter().zip(&y[r * n_out..(r + 1) * n_out]).map(|(a, b)| a * b).sum();
+                let gb: Vec<f64> = row
+                    .splits
+                    .iter()
+                    .map(|s| {
+                        let n = nodes[s.node].shape.numel();
+                        let zk = zs[s.node].as_ref().map_or(0.0, |v| v[r * n + s.neuron]);
+                        -(if s.active { 1.0 } else { -1.0 }) * zk
+                    })
+                    .collect();
+                bound += gb.iter().zip(beta[r]).map(|(g, b)| g * b).sum::<f64>();
+                (if bound.is_finite() { bound } else { f64::NEG_INFINITY }, gb, ga)
+            })
+            .collect())
+    }
+}
+
+/// The value of node `id` (following reshapes).
+fn value<'v, Buf>(net: &crate::ir::Network, z: &'v [Option<Buf>], mut id: NodeId) -> &'v Buf {
+    loop {
+        match (&net.node(id).op, &z[id]) {
+            (Op::Reshape, _) => id = net.node(id).inputs[0],
+            (_, Some(v)) => return v,
+            (_, None) => unreachable!("every node but a reshape has values"),
+        }
+    }
+}
