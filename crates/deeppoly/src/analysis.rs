@@ -66,11 +66,12 @@ pub struct Options {
 /// search either way, in other summation orders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RelaxedOn {
-    /// On the backend for networks with a conv layer, where the backend
-    /// offloads them (`Backend::offload_relaxed`); else on the host. On an
-    /// H200 the backend's evaluation halved the α/β phase on resnet_4b (host
-    /// conv passes are scalar) and took 1.7× longer on the MNIST MLPs (its
-    /// per-step transfers outweigh the host's dense row-by-row passes).
+    /// Where the backend offloads them (`Backend::offload_relaxed`), each
+    /// analyzer times both evaluators on its first rounds and keeps the one
+    /// faster per row evaluation (on an H200 the backend halved the phase
+    /// per round on resnet_4b, and was slower on resnet_2b and the MNIST
+    /// MLPs, where its per-step transfers outweigh the host's passes); else
+    /// on the host.
     #[default]
     Auto,
     /// Row by row on the host (`lagrange::relaxed_bound`).
@@ -160,6 +161,8 @@ pub struct Analyzer<'a, B: Backend<T>, T: Fp> {
     pub(crate) opts: Options,
     /// The attack's recorded step, kept across attacks (see `pgd.rs`).
     pub(crate) step_graph: std::cell::RefCell<crate::pgd::Recorded<B::Graph, B::Buf>>,
+    /// `RelaxedOn::Auto`'s timings of the α/β phase (see `relaxed.rs`).
+    pub(crate) relaxed_clock: std::cell::RefCell<crate::relaxed::Clock>,
 }
 
 pub(crate) fn to_t<T: Fp>(layer: &str, v: &[f64]) -> Result<Vec<T>, AnalysisError> {
@@ -218,7 +221,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             params.push(p);
         }
-        Ok(Self { net, backend, params, opts, step_graph: Default::default() })
+        Ok(Self { net, backend, params, opts, step_graph: Default::default(), relaxed_clock: Default::default() })
     }
 
     pub fn options(&self) -> &Options {

@@ -491,31 +491,38 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .map(|j| SlotSearch::new(net, &j.view, &j.rows, j.splits, lower, (slopes, j.warm)))
             .collect();
         drop(prep);
+        let auto = self.opts.relaxed_on == RelaxedOn::Auto && self.backend.offload_relaxed();
         let on_backend = match self.opts.relaxed_on {
             RelaxedOn::Host => false,
             RelaxedOn::Backend => true,
-            RelaxedOn::Auto => {
-                self.backend.offload_relaxed() && nodes.iter().any(|n| matches!(n.op, crate::ir::Op::Conv2d(_)))
-            }
+            RelaxedOn::Auto => auto && self.relaxed_clock.borrow().pick_backend(),
         };
+        let start = Instant::now();
         if on_backend {
             self.search_on_backend(&prepared, &mut searches);
         }
         // What the backend did not finish (an exact leaf's long search, a
         // network it does not evaluate) ends on the host.
         let _h = crate::profile::span("lagrange.host");
-        let chosen: Vec<(usize, Vec<usize>, Chosen)> = prepared
+        let chosen: Vec<(usize, Vec<usize>, Option<Chosen>, usize)> = prepared
             .into_par_iter()
             .zip(searches)
             .filter_map(|(j, search)| {
-                let c = if search.as_ref()?.done() {
-                    search?.finish()
+                let (c, work) = if search.as_ref()?.done() {
+                    let search = search?;
+                    let work = search.evaluations();
+                    (search.finish(), work)
                 } else {
                     crate::lagrange::finish_on_host(search?, net, (&j.view, &j.offsets), &j.rows, j.splits, lower)
                 };
-                Some((j.s, j.hs, c?))
+                Some((j.s, j.hs, c, work))
             })
             .collect();
+        if auto {
+            let work = chosen.iter().map(|c| c.3).sum();
+            self.relaxed_clock.borrow_mut().record(on_backend, start.elapsed().as_secs_f64(), work);
+        }
+        let chosen = chosen.into_iter().filter_map(|(s, hs, c, _)| Some((s, hs, c?)));
         let mut duals = Duals::default();
         for (s, hs, c) in chosen {
             for (h, b) in hs.into_iter().zip(c.betas) {

@@ -210,6 +210,11 @@ impl SlotSearch {
         self.done
     }
 
+    /// Row evaluations so far (rows × evaluations of the slot).
+    pub(crate) fn evaluations(&self) -> usize {
+        self.t * self.d.len()
+    }
+
     /// Takes the rows' relaxed bounds `c·y` (with their β terms) and
     /// supergradients at the current parameters, keeps the best parameters
     /// so far, and steps (or ends: every row proved with room, or the steps
@@ -271,11 +276,11 @@ pub(crate) fn optimize<T: Fp>(
     slopes: (bool, Option<&Slopes>),
 ) -> Option<Chosen> {
     let search = SlotSearch::new(net, bounds, rows, splits, lower, slopes)?;
-    finish_on_host(search, net, (bounds, &rounding_offsets(net, bias)), rows, splits, lower)
+    finish_on_host(search, net, (bounds, &rounding_offsets(net, bias)), rows, splits, lower).0
 }
 
 /// Runs `search` to its end with its rows' relaxed bounds evaluated on the
-/// host, row by row.
+/// host, row by row; also returns its row evaluations.
 pub(crate) fn finish_on_host<T: Fp>(
     mut search: SlotSearch,
     net: &Network,
@@ -283,17 +288,19 @@ pub(crate) fn finish_on_host<T: Fp>(
     rows: &[Objective<'_>],
     splits: &[SplitConstraint],
     lower: ReluLower,
-) -> Option<Chosen> {
+) -> (Option<Chosen>, usize) {
     while !search.done() {
         let a = search.alpha();
-        let evals: Vec<Eval> = rows
+        let evals: Option<Vec<Eval>> = rows
             .par_iter()
             .zip(search.betas())
             .map(|(r, b)| relaxed_bound(net, (bounds, offsets), (net.output(), r.c), splits, b, a, lower))
-            .collect::<Option<_>>()?;
+            .collect();
+        let Some(evals) = evals else { return (None, search.evaluations()) };
         search.update(evals);
     }
-    search.finish()
+    let work = search.evaluations();
+    (search.finish(), work)
 }
 
 /// Lower slopes for the bound of `s·x_i` at node `p` (one intermediate

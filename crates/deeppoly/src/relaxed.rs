@@ -320,3 +320,65 @@ fn value<'v, Buf>(net: &crate::ir::Network, z: &'v [Option<Buf>], mut id: NodeId
         }
     }
 }
+
+/// [`crate::RelaxedOn::Auto`]'s measurements on one analyzer: seconds and
+/// row evaluations of the α/β phase per evaluator (host, backend). The
+/// first rounds alternate; after them the faster per row evaluation keeps
+/// the phase (which is faster depends on the network and the machine: on an
+/// H200 the backend won on resnet_4b and lost on resnet_2b and MNIST MLPs).
+#[derive(Debug, Default)]
+pub(crate) struct Clock {
+    rounds: [usize; 2],
+    seconds: [f64; 2],
+    work: [usize; 2],
+}
+
+impl Clock {
+    /// Rounds each evaluator is timed on before the choice.
+    const TRIALS: usize = 3;
+
+    pub(crate) fn pick_backend(&self) -> bool {
+        if self.rounds.iter().any(|&r| r < Self::TRIALS) {
+            return self.rounds[1] <= self.rounds[0];
+        }
+        let per = |k: usize| self.seconds[k] / self.work[k].max(1) as f64;
+        per(1) < per(0)
+    }
+
+    pub(crate) fn record(&mut self, backend: bool, seconds: f64, work: usize) {
+        let k = usize::from(backend);
+        if work > 0 {
+            self.rounds[k] += 1;
+            self.seconds[k] += seconds;
+            self.work[k] += work;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Clock;
+
+    #[test]
+    fn clock_alternates_then_keeps_the_faster() {
+        let mut c = Clock::default();
+        let mut picks = Vec::new();
+        for _ in 0..6 {
+            let b = c.pick_backend();
+            picks.push(b);
+            // The backend takes 1 s per 100 evaluations, the host 1 s per 50.
+            c.record(b, 1.0, if b { 100 } else { 50 });
+        }
+        assert_eq!(picks, [true, false, true, false, true, false]);
+        assert!(c.pick_backend());
+        // Rounds without evaluations are not counted.
+        let mut d = Clock::default();
+        d.record(true, 5.0, 0);
+        assert!(d.pick_backend());
+        for _ in 0..3 {
+            d.record(true, 1.0, 10);
+            d.record(false, 1.0, 100);
+        }
+        assert!(!d.pick_backend());
+    }
+}
