@@ -8,6 +8,7 @@ use crate::property::InputBox;
 use crate::relax::relu_relax;
 use crate::scurve::{SIGMOID_TOLERANCE, sigmoid_relax};
 use polycert_interval::{Fp, fp};
+use rayon::prelude::*;
 
 /// Host bounds of a node, with a lazily uploaded copy.
 pub(crate) struct Bounds<T, Buf> {
@@ -145,11 +146,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for id in 1..self.net.nodes().len() {
             let (mut b, s) = self.forward_node(&mut st, id)?;
             let n = self.net.node(id).shape.numel();
-            for (slot, p) in prior.iter().enumerate() {
-                let Some((lo, hi)) = p.and_then(|p| p.get(id)) else { continue };
-                for i in 0..n.min(lo.len()).min(hi.len()) {
-                    RunState::intersect(&mut b, &mut st.empty, n, slot * n + i, lo[i], hi[i]);
-                }
+            if prior.iter().any(|p| p.and_then(|p| p.get(id)).is_some()) {
+                let with = |slot: usize| {
+                    let (lo, hi) = prior.get(slot).copied().flatten()?.get(id)?;
+                    Some((&lo[..], &hi[..]))
+                };
+                intersect_slots(&mut b, &mut st.empty, n, with);
                 b.dev = None;
             }
             st.bounds.push(b);
@@ -171,11 +173,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for id in from + 1..=to.min(self.net.nodes().len() - 1) {
             let (mut b, s) = self.forward_node(st, id)?;
             let old = &st.bounds[id];
-            let n = self.net.node(id).shape.numel();
-            for i in 0..b.lo.len() {
-                let (l, h) = (old.lo[i], old.hi[i]);
-                RunState::intersect(&mut b, &mut st.empty, n, i, l, h);
-            }
+            let n = self.net.node(id).shape.numel().max(1);
+            let with = |slot: usize| Some((&old.lo[slot * n..(slot + 1) * n], &old.hi[slot * n..(slot + 1) * n]));
+            intersect_slots(&mut b, &mut st.empty, n, with);
             // ReLU and σ relaxations already follow their input's current
             // (intersected) bounds: the input was updated before this node.
             st.steps[id] = s;
@@ -246,14 +246,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     fn relu_step(&self, x: &Bounds<T, B::Buf>) -> Result<Step<B::Buf>, AnalysisError> {
-        let n = x.lo.len();
-        let (mut a, mut b, mut c) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        for i in 0..n {
-            let r = relu_relax(x.lo[i], x.hi[i], self.opts.relu_lower);
-            a.push(r.lam_lo);
-            b.push(r.lam_up);
-            c.push(r.mu_up);
-        }
+        let lower = self.opts.relu_lower;
+        let [a, b, c] = par_columns(x.lo.len(), |i| {
+            let r = relu_relax(x.lo[i], x.hi[i], lower);
+            [r.lam_lo, r.lam_up, r.mu_up]
+        });
         let be = self.backend;
         Ok(Step::Relu { lam_lo: be.upload(&a)?, lam_up: be.upload(&b)?, mu_up: be.upload(&c)?, mu_lo: None })
     }
@@ -272,8 +269,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             let x = &st.bounds[node.inputs[0]];
             let n = node.shape.numel();
+            let lower = self.opts.relu_lower;
             let mut lam: Vec<T> =
-                x.lo.iter().zip(&x.hi).map(|(&l, &h)| relu_relax(l, h, self.opts.relu_lower).lam_lo).collect();
+                x.lo.par_iter().zip(&x.hi).with_min_len(4096).map(|(&l, &h)| relu_relax(l, h, lower).lam_lo).collect();
             for (&s, a) in slopes {
                 for (j, &v) in a[k].iter().enumerate().take(n) {
                     let i = s * n + j;
@@ -402,18 +400,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             (Op::Add, _) => {
                 let (a, b) = (&st.bounds[x0], &st.bounds[node.inputs[1]]);
                 let n = a.lo.len();
-                let (mut lo, mut hi, mut elo, mut ehi) =
-                    (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
-                for i in 0..n {
+                let [lo, hi, elo, ehi] = par_columns(n, |i| {
                     let l = fp::add_down(a.lo[i].to_f64_exact(), b.lo[i].to_f64_exact());
                     let h = fp::add_up(a.hi[i].to_f64_exact(), b.hi[i].to_f64_exact());
                     // One rounding: |fl(a+b) − (a+b)| ≤ u·|a+b| (+ nothing: sums of floats do not underflow inexactly).
                     let e = rounding_or_overflow(model, 1, l.abs().max(h.abs()));
-                    lo[i] = fp::from_f64_down(fp::sub_down(l, e));
-                    hi[i] = fp::from_f64_up(fp::add_up(h, e));
-                    ehi[i] = fp::from_f64_up(e);
-                    elo[i] = -ehi[i];
-                }
+                    let eh: T = fp::from_f64_up(e);
+                    [fp::from_f64_down(fp::sub_down(l, e)), fp::from_f64_up(fp::add_up(h, e)), -eh, eh]
+                });
                 let ones = vec![T::one(); n];
                 let step = Step::Diag {
                     m_lo: be.upload(&ones)?,
@@ -428,22 +422,22 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let hw = node.shape.h * node.shape.w;
                 let per = node.shape.numel().max(1);
                 let n = x.lo.len();
-                let (mut lo, mut hi) = (vec![T::zero(); n], vec![T::zero(); n]);
-                let (mut ml, mut mh, mut cl, mut ch) =
-                    (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
-                for i in 0..n {
+                let ops = *float_ops as usize;
+                let [lo, hi, ml, mh, cl, ch] = par_columns(n, |i| {
                     let (m, c) = (mul[(i % per) / hw], add[(i % per) / hw]);
                     let xi = polycert_interval::Interval::new_unchecked(x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
                     let y = xi.mul(m) + c;
                     let mag = fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag());
-                    let e = rounding_or_overflow(model, *float_ops as usize, mag);
-                    lo[i] = fp::from_f64_down(fp::sub_down(y.lo(), e));
-                    hi[i] = fp::from_f64_up(fp::add_up(y.hi(), e));
-                    ml[i] = fp::from_f64_down(m.lo());
-                    mh[i] = fp::from_f64_up(m.hi());
-                    cl[i] = fp::from_f64_down(fp::sub_down(c.lo(), e));
-                    ch[i] = fp::from_f64_up(fp::add_up(c.hi(), e));
-                }
+                    let e = rounding_or_overflow(model, ops, mag);
+                    [
+                        fp::from_f64_down(fp::sub_down(y.lo(), e)),
+                        fp::from_f64_up(fp::add_up(y.hi(), e)),
+                        fp::from_f64_down(m.lo()),
+                        fp::from_f64_up(m.hi()),
+                        fp::from_f64_down(fp::sub_down(c.lo(), e)),
+                        fp::from_f64_up(fp::add_up(c.hi(), e)),
+                    ]
+                });
                 let step = Step::Diag {
                     m_lo: be.upload(&ml)?,
                     m_hi: be.upload(&mh)?,
@@ -455,6 +449,39 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             _ => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
         })
     }
+}
+
+/// `f(i)` for `i < n` in parallel, as `K` vectors (the `k`-th of each
+/// result in the `k`-th): the per-neuron loops of the forward pass.
+fn par_columns<T: Fp, const K: usize>(n: usize, f: impl Fn(usize) -> [T; K] + Sync) -> [Vec<T>; K] {
+    let rows: Vec<[T; K]> = (0..n).into_par_iter().with_min_len(4096).map(&f).collect();
+    std::array::from_fn(|k| rows.iter().map(|r| r[k]).collect())
+}
+
+/// Intersects every slot's `n` values of `b` with `[lo, hi]` (per slot,
+/// `None`: nothing to intersect), slots in parallel (see
+/// [`RunState::intersect`]).
+fn intersect_slots<'w, T: Fp, Buf>(
+    b: &mut Bounds<T, Buf>,
+    empty: &mut [bool],
+    n: usize,
+    with: impl Fn(usize) -> Option<(&'w [T], &'w [T])> + Sync,
+) {
+    let n = n.max(1);
+    let with = &with;
+    b.lo.par_chunks_mut(n).zip(b.hi.par_chunks_mut(n)).zip(empty.par_iter_mut()).enumerate().for_each(
+        |(slot, ((lo, hi), empty))| {
+            let Some((pl, ph)) = with(slot) else { return };
+            for i in 0..n.min(pl.len()).min(ph.len()).min(lo.len()) {
+                lo[i] = lo[i].max(pl[i]);
+                hi[i] = hi[i].min(ph[i]);
+                if lo[i] > hi[i] {
+                    *empty = true;
+                    hi[i] = lo[i];
+                }
+            }
+        },
+    );
 }
 
 /// MaxPool relaxation of every output neuron, from its inputs' bounds.
