@@ -11,6 +11,7 @@ mod backsub;
 pub mod batch;
 pub(crate) mod branch;
 pub mod conformance;
+mod duals;
 pub mod eval;
 mod falsify;
 mod forward;

@@ -68,9 +68,9 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             return Ok(None);
         }
         let t = |v: f64| T::from_f64_nearest(v);
-        let per_row = |id: NodeId, f: &dyn Fn(&RowSpec<'r, T>, usize) -> T| -> Vec<T> {
+        let per_row = |id: NodeId, f: &(dyn Fn(&RowSpec<'r, T>, usize) -> T + Sync)| -> Vec<T> {
             let n = net.node(id).shape.numel();
-            rows.iter().flat_map(|r| (0..n).map(move |j| f(r, j))).collect()
+            rows.par_iter().flat_map_iter(|r| (0..n).map(move |j| f(r, j))).collect()
         };
         let input =
             (be.upload(&per_row(0, &|r, j| r.bounds[0].0[j]))?, be.upload(&per_row(0, &|r, j| r.bounds[0].1[j]))?);
@@ -121,7 +121,7 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
                 (v, free)
             })
             .collect();
-        let col = |k: usize| -> Vec<T> { per.iter().flat_map(|(v, _)| v.iter().map(move |e| e[k])).collect() };
+        let col = |k: usize| -> Vec<T> { per.par_iter().flat_map_iter(|(v, _)| v.iter().map(move |e| e[k])).collect() };
         Ok(ReluLines {
             up: be.upload(&col(0))?,
             icpt: be.upload(&col(1))?,
@@ -162,13 +162,13 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
         for &k in &self.split_nodes {
             let n = nodes[k].shape.numel();
             let mut v = vec![T::zero(); r_n * n];
-            for (r, (row, b)) in self.rows.iter().zip(beta).enumerate() {
+            v.par_chunks_mut(n.max(1)).zip(self.rows.par_iter().zip(beta)).for_each(|(v, (row, b))| {
                 for (s, &bk) in row.splits.iter().zip(b.iter()).filter(|(s, _)| s.node == k) {
                     let sign = if s.active { 1.0 } else { -1.0 };
-                    let at = &mut v[r * n + s.neuron];
+                    let at = &mut v[s.neuron];
                     *at = T::from_f64_nearest(at.to_f64_exact() - bk * sign);
                 }
-            }
+            });
             coef[k] = Some(be.upload(&v)?);
         }
         let acc = |coef: &mut Vec<Option<B::Buf>>, k: NodeId, g: B::Buf| -> BResult<()> {
@@ -265,7 +265,8 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
     ) -> BResult<Vec<Eval>> {
         let (net, be) = (self.an.net, self.an.backend);
         let nodes = net.nodes();
-        let host = |b: &B::Buf| -> BResult<Vec<f64>> { Ok(be.download(b)?.iter().map(|v| v.to_f64_exact()).collect()) };
+        let host =
+            |b: &B::Buf| -> BResult<Vec<f64>> { Ok(be.download(b)?.par_iter().map(|v| v.to_f64_exact()).collect()) };
         let y = host(value(net, z, net.output()))?;
         let n_out = net.output_shape().numel();
         let mut zs: Vec<Option<Vec<f64>>> = vec![None; nodes.len()];
