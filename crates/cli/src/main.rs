@@ -80,9 +80,10 @@ pub struct AnalysisArgs {
     /// shallow MLPs; off by default, as it slowed deeper ones.
     #[arg(long)]
     intermediate_alpha: bool,
-    /// Where the α/β search evaluates its relaxed bounds: `auto` (on the
-    /// GPU for conv networks, where it was faster; else on the host), `host`
-    /// (row by row) or `backend` (every open row at once in its GEMMs).
+    /// Where the α/β search evaluates its relaxed bounds: `auto` (on CUDA,
+    /// times both on the first rounds and keeps the faster; on the CPU, the
+    /// host), `host` (row by row) or `backend` (every open row at once in its
+    /// GEMMs).
     #[arg(long, value_enum, default_value = "auto")]
     relaxed_on: RelaxedOnArg,
     /// Worker threads, each analysing its own batches (on CUDA, each with its

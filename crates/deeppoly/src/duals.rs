@@ -30,8 +30,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Per open slot: lower slopes for its unstable ReLUs (with
     /// `Options::optimize_slopes`) and, per open disjunct's nearest
     /// half-space, β for the Lagrangian terms `−β_k·s_k` on the split
-    /// neurons, optimised on the host over the slot's current bounds from the
-    /// leaf's starting values (`lagrange.rs`).
+    /// neurons, optimised over the slot's current bounds from the leaf's
+    /// starting values (`lagrange.rs`), on the host or the backend
+    /// (`Options::relaxed_on`).
     pub(crate) fn choose_parameters(
         &self,
         st: &RunState<T, B::Buf>,
@@ -115,9 +116,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             RelaxedOn::Auto => auto && self.relaxed_clock.borrow().pick_backend(),
         };
         let start = Instant::now();
-        if on_backend {
-            self.search_on_backend(&prepared, &mut searches);
-        }
+        // A network the backend path declines is timed as the host's.
+        let on_backend = on_backend && self.search_on_backend(&prepared, &mut searches);
         // What the backend did not finish (an exact leaf's long search, a
         // network it does not evaluate) ends on the host.
         let _h = crate::profile::span("lagrange.host");
@@ -157,8 +157,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Runs the searches of at most `lagrange::STEPS` steps together, every
     /// row's relaxed bound evaluated on the backend per step
     /// (`relaxed.rs`). A search the backend cannot evaluate is left where it
-    /// stopped, for the host.
-    fn search_on_backend(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>]) {
+    /// stopped, for the host. Returns whether the backend evaluated any row.
+    fn search_on_backend(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>]) -> bool {
         let take: Vec<usize> =
             (0..jobs.len()).filter(|&k| searches[k].as_ref().is_some_and(|s| s.steps() <= STEPS)).collect();
         let specs: Vec<RowSpec<'_, T>> = take
@@ -169,7 +169,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             })
             .collect();
         let tables = crate::profile::span("lagrange.tables");
-        let Ok(Some(relaxed)) = RelaxedRows::new(self, &specs, self.opts.relu_lower) else { return };
+        let Ok(Some(relaxed)) = RelaxedRows::new(self, &specs, self.opts.relu_lower) else { return false };
         drop(tables);
         while take.iter().any(|&k| searches[k].as_ref().is_some_and(|s| !s.done())) {
             let evals = {
@@ -184,7 +184,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let _e = crate::profile::span("lagrange.eval");
                 match relaxed.eval(&alpha, &beta) {
                     Ok(e) => e,
-                    Err(_) => return,
+                    Err(_) => return true,
                 }
             };
             let _u = crate::profile::span("lagrange.update");
@@ -199,5 +199,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             });
         }
+        true
     }
 }

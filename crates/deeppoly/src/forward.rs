@@ -93,13 +93,22 @@ impl<T: Fp, Buf> RunState<T, Buf> {
     /// `[lo, hi]`. An empty intersection marks the slot empty and keeps a
     /// point (`lo`), so later steps see consistent bounds.
     pub(crate) fn intersect(b: &mut Bounds<T, Buf>, empty: &mut [bool], n: usize, k: usize, lo: T, hi: T) {
-        b.lo[k] = b.lo[k].max(lo);
-        b.hi[k] = b.hi[k].min(hi);
-        if b.lo[k] > b.hi[k] {
+        if meet((&mut b.lo[k], &mut b.hi[k]), (lo, hi)) {
             empty[k / n.max(1)] = true;
-            b.hi[k] = b.lo[k];
         }
     }
+}
+
+/// Narrows `[lo, hi]` to its intersection with `[l, h]`; an empty one
+/// keeps the point `lo` and gives `true`.
+fn meet<T: Fp>((lo, hi): (&mut T, &mut T), (l, h): (T, T)) -> bool {
+    *lo = lo.max(l);
+    *hi = hi.min(h);
+    let empty = *lo > *hi;
+    if empty {
+        *hi = *lo;
+    }
+    empty
 }
 
 impl<T, Buf> RunState<T, Buf> {
@@ -472,12 +481,9 @@ fn intersect_slots<'w, T: Fp, Buf>(
     b.lo.par_chunks_mut(n).zip(b.hi.par_chunks_mut(n)).zip(empty.par_iter_mut()).enumerate().for_each(
         |(slot, ((lo, hi), empty))| {
             let Some((pl, ph)) = with(slot) else { return };
-            for i in 0..n.min(pl.len()).min(ph.len()).min(lo.len()) {
-                lo[i] = lo[i].max(pl[i]);
-                hi[i] = hi[i].min(ph[i]);
-                if lo[i] > hi[i] {
+            for (((lo, hi), &l), &h) in lo.iter_mut().zip(hi.iter_mut()).zip(pl).zip(ph) {
+                if meet((lo, hi), (l, h)) {
                     *empty = true;
-                    hi[i] = lo[i];
                 }
             }
         },

@@ -101,13 +101,13 @@ impl Adam {
     }
 }
 
-/// The relaxed bound of one row, less its `d`, and its supergradients:
-/// `(L, ∂L/∂β, ∂L/∂α)`.
+/// What an evaluator gives per row: its relaxed bound `c·y` with its β
+/// terms (before its `d`), and its supergradients `(∂L/∂β, ∂L/∂α)`.
 pub(crate) type Eval = (f64, Vec<f64>, Slopes);
 
 /// One slot's Adam search over its rows' β and its shared slopes, driven
-/// by whoever evaluates the rows: the host ([`optimize`]) or the backend
-/// for many slots at once (`relaxed.rs`).
+/// by whoever evaluates the rows: the host ([`finish_on_host`]) or the
+/// backend for many slots at once (`relaxed.rs`).
 pub(crate) struct SlotSearch {
     unstable: Vec<(usize, usize)>,
     use_alpha: bool,

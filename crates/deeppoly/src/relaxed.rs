@@ -117,7 +117,7 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
                         [rr.lam_up, rr.mu_up, rr.lam_lo, f]
                     })
                     .collect();
-                let free = (0..lo.len() as u32).filter(|&j| unstable(lo[j as usize], hi[j as usize])).collect();
+                let free = (0..v.len() as u32).filter(|&j| v[j as usize][3] == T::one()).collect();
                 (v, free)
             })
             .collect();
