@@ -75,9 +75,9 @@ pub struct AnalysisArgs {
     /// property's output rows (α-CROWN style) in the second pass.
     #[arg(long)]
     no_alpha: bool,
-    /// Tighten a ReLU search root's intermediate bounds with per-neuron
-    /// optimised slopes (α-CROWN style), which every leaf inherits. Helps
-    /// shallow MLPs; off by default, as it slowed deeper ones.
+    /// Optimise lower slopes per layer for a ReLU search's intermediate
+    /// bounds (α-CROWN style) at its root; every leaf refines with them too
+    /// and keeps the tighter bounds. Fewer leaves, each dearer: off by default.
     #[arg(long)]
     intermediate_alpha: bool,
     /// Where the α/β search evaluates its relaxed bounds: `auto` (on CUDA,

@@ -7,7 +7,7 @@
 use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
 use crate::forward::RunState;
-use crate::lagrange::{Slopes, SplitConstraint};
+use crate::lagrange::{LayerSlopes, Slopes, SplitConstraint};
 use crate::pgd::{Start, Target};
 use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
@@ -351,7 +351,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             {
                 let _p = crate::profile::span("refine_all");
                 let after: Vec<Option<usize>> = within.iter().map(|w| w.after).collect();
-                self.refine_all(&mut st, &open, &after, deadline)?;
+                let inter: Vec<_> = within.iter().map(|w| w.inter).collect();
+                self.refine_all(&mut st, &open, &after, &inter, deadline)?;
             }
             Self::check_consistent(&st)?;
             duals = self.choose_parameters(&st, sps, &open, within, &res);
@@ -394,6 +395,9 @@ pub(crate) struct Within<'p, T> {
     pub betas: &'p [Option<Vec<f64>>],
     /// Starting lower slopes (its parent's).
     pub slopes: Option<&'p Slopes>,
+    /// The lower slopes its refinement uses per layer (its search root's,
+    /// `tighten.rs`).
+    pub inter: Option<&'p LayerSlopes>,
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {

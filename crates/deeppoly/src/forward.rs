@@ -272,7 +272,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         st: &mut RunState<T, B::Buf>,
         slopes: &std::collections::HashMap<usize, crate::lagrange::Slopes>,
     ) -> Result<(), AnalysisError> {
-        for (k, node) in self.net.nodes().iter().enumerate() {
+        let list: Vec<(usize, &crate::lagrange::Slopes)> = slopes.iter().map(|(&s, a)| (s, a)).collect();
+        self.write_slopes(st, &list, self.net.nodes().len())
+    }
+
+    /// [`Analyzer::set_slopes`] for the ReLUs before node `end` only; every
+    /// other slot's (and every stable neuron's) lower slope is the
+    /// relaxation's own again.
+    pub(crate) fn write_slopes(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        slopes: &[(usize, &crate::lagrange::Slopes)],
+        end: NodeId,
+    ) -> Result<(), AnalysisError> {
+        for (k, node) in self.net.nodes().iter().enumerate().take(end) {
             if node.op != Op::Relu {
                 continue;
             }
@@ -281,7 +294,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let lower = self.opts.relu_lower;
             let mut lam: Vec<T> =
                 x.lo.par_iter().zip(&x.hi).with_min_len(4096).map(|(&l, &h)| relu_relax(l, h, lower).lam_lo).collect();
-            for (&s, a) in slopes {
+            for &(s, a) in slopes {
                 for (j, &v) in a[k].iter().enumerate().take(n) {
                     let i = s * n + j;
                     if crate::relax::unstable(x.lo[i], x.hi[i]) {

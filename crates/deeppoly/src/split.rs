@@ -22,7 +22,7 @@ use crate::backend::{Arith, Backend};
 use crate::batch::{NodeBounds, Within};
 use crate::falsify::{LeafView, Share};
 use crate::ir::Op;
-use crate::lagrange::{Slopes, SplitConstraint};
+use crate::lagrange::{LayerSlopes, Slopes, SplitConstraint};
 use crate::property::{Counterexample, SubProblem, unproved_disjuncts};
 use polycert_interval::Fp;
 use std::rc::Rc;
@@ -75,6 +75,8 @@ struct Leaf<T> {
     betas: Warm,
     /// The lower slopes its parent's rows ended with.
     slopes: Option<Rc<Slopes>>,
+    /// Its search root's slopes for refinement (`tighten.rs`).
+    inter: Option<Rc<LayerSlopes>>,
     /// Its parent's weakest bound (input splitting takes the weakest first).
     weakest: f64,
     /// `(parent, candidate)` when its parent tried several splits: only the
@@ -92,6 +94,7 @@ impl<T> Leaf<T> {
             splits: Vec::new(),
             betas: Vec::new(),
             slopes: None,
+            inter: None,
             weakest: f64::NEG_INFINITY,
             pick: None,
         }
@@ -152,12 +155,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     stats.leaves_open += roots.len();
                     return Ok(Search::Open { timed_out: true });
                 }
-                r => Some(Rc::new(r?)),
+                r => Some(r?),
             },
             _ => None,
         };
+        let (prior, inter) = match prior {
+            Some((b, s)) => (Some(Rc::new(b)), Some(Rc::new(s))),
+            None => (None, None),
+        };
         let mut open: Vec<Leaf<T>> =
-            roots.into_iter().map(|r| Leaf { prior: prior.clone(), ..Leaf::root(r) }).collect();
+            roots.into_iter().map(|r| Leaf { prior: prior.clone(), inter: inter.clone(), ..Leaf::root(r) }).collect();
         let (mut analysed, mut stuck) = (0, 0);
         let mut picks = Picks::default();
         let mut share = Share::new();
@@ -188,6 +195,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     splits: &l.splits,
                     betas: &l.betas,
                     slopes: l.slopes.as_deref(),
+                    inter: l.inter.as_deref(),
                 })
                 .collect();
             let (res, bounds, mut duals) = match self.analyze_within(&refs, &within, deadline) {
@@ -293,6 +301,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 splits: Vec::new(),
                 betas: Vec::new(),
                 slopes: slopes.clone(),
+                inter: None,
                 weakest,
                 pick: None,
             }));
@@ -353,8 +362,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
                     let (prior, after, betas, slopes) =
                         (Some(Rc::new(child)), Some(s.node), warm.0.clone(), warm.1.clone());
-                    let sp = (*sp).clone();
-                    out.push(Leaf { sp, prior, after, splits, betas, slopes, weakest: f64::NEG_INFINITY, pick });
+                    let (sp, inter) = ((*sp).clone(), leaves[i].inter.clone());
+                    let weakest = f64::NEG_INFINITY;
+                    out.push(Leaf { sp, prior, after, splits, betas, slopes, inter, weakest, pick });
                 }
             }
         }

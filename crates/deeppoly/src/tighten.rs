@@ -1,32 +1,30 @@
-//! Optimised slopes for a ReLU search root's intermediate bounds
-//! (α-CROWN's per-neuron α).
+//! Optimised slopes for a ReLU search's intermediate bounds (α-CROWN's α
+//! for intermediate layers, shared over a layer's ends of one sign).
 //!
 //! DeepPoly bounds each unstable ReLU input with the relaxation's own lower
 //! slopes. On deep MLPs those bounds are loose, and every later layer
 //! inherits the looseness (256x6 MNIST: the last three layers wholly
-//! unstable). Here each end of each unstable ReLU input, layer by layer,
-//! gets lower slopes of its own for the ReLUs before it, chosen on the host
-//! (`lagrange::neuron_slopes`).
+//! unstable). Here, at a search's root, each layer in turn gets two tables
+//! of lower slopes for the ReLUs before it, one for its lower ends and one
+//! for its upper ends, chosen on the host (`lagrange::layer_slopes`), and is
+//! refined again with them. Every leaf of the search refines its layers
+//! with the same tables (`Within::inter`), so a split's effect on later
+//! layers is bounded with them too.
 //!
-//! **Why it is sound.** The host only picks the slopes. Each end is then
-//! bounded by the backend's sound backsubstitution, in a batch slot of its
-//! own that holds the root's box, the bounds found so far as its prior, and
-//! its slopes in its relaxation table (any slope in `[0, 1]` is a valid lower
-//! line). A new bound only replaces a looser one. The search's root leaves
-//! start from the result (`Leaf::prior`), and every leaf intersects its
-//! bounds with its parent's, so the whole tree inherits them.
+//! **Why it is sound.** The host only picks the slopes. The bounds come from
+//! the backend's sound backsubstitution with the slopes in the relaxation
+//! tables (any slope in `[0, 1]` is a valid lower line), and a new bound only
+//! replaces a looser one.
 
 use crate::analysis::{AnalysisError, Analyzer};
 use crate::backend::Backend;
-use crate::backsub::{Goal, Rows};
 use crate::batch::NodeBounds;
+use crate::forward::RunState;
 use crate::ir::Op;
-use crate::lagrange::{Slopes, SlotBounds, neuron_slopes, rounding_offsets};
+use crate::lagrange::{LayerSlopes, SlotBounds, layer_slopes, rounding_offsets};
 use crate::property::InputBox;
 use crate::relax::unstable;
-use polycert_interval::{Fp, fp};
-use rayon::prelude::*;
-use std::collections::HashMap;
+use polycert_interval::Fp;
 use std::time::Instant;
 
 /// Layers with more unstable neurons than this keep DeepPoly's bounds (the
@@ -34,109 +32,66 @@ use std::time::Instant;
 const MAX_UNSTABLE: usize = 512;
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// A ReLU search root's node bounds: both passes' (DeepPoly), then
-    /// tightened with per-neuron slopes.
+    /// A ReLU search root's node bounds, both passes' (DeepPoly) tightened
+    /// with optimised slopes, and the slopes of each layer.
     pub(crate) fn root_prior(
         &self,
         input: &InputBox,
         deadline: Option<Instant>,
-    ) -> Result<NodeBounds<T>, AnalysisError> {
+    ) -> Result<(NodeBounds<T>, LayerSlopes), AnalysisError> {
         let mut st = self.forward_pass(&[input])?;
         if self.opts.refine {
-            self.refine_all(&mut st, &[0], &[], deadline)?;
+            self.refine_all(&mut st, &[0], &[], &[], deadline)?;
         }
-        let mut bounds: NodeBounds<T> = st.bounds.into_iter().map(|b| (b.lo, b.hi)).collect();
-        self.tighten_intermediate(input, &mut bounds, deadline)?;
-        Ok(bounds)
+        let inter = self.tighten_intermediate(&mut st, deadline)?;
+        Ok((st.bounds.into_iter().map(|b| (b.lo, b.hi)).collect(), inter))
     }
 
     /// [`Analyzer::node_bounds`] tightened as a ReLU search's root is (see
-    /// the module's notes); crossed bounds mean the box holds no input.
+    /// the module's notes).
     pub fn tightened_node_bounds(&self, input: &InputBox) -> Result<Vec<crate::analysis::NodeBounds>, AnalysisError> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        let b = self.root_prior(input, deadline)?;
+        let (b, _) = self.root_prior(input, deadline)?;
         let f64s = |v: Vec<T>| v.into_iter().map(|x| x.to_f64_exact()).collect();
         Ok(b.into_iter().map(|(l, h)| (f64s(l), f64s(h))).collect())
     }
 
-    /// Tightens `bounds` (a root's node bounds over `input`) in place. It
-    /// stops once some neuron's bounds cross: the box holds no input, which
-    /// the root's own analysis then finds.
-    pub(crate) fn tighten_intermediate(
+    /// Layer by layer, the slopes of a one-slot state's unstable ReLU
+    /// inputs, each layer refined again with them (and the later layers
+    /// after it) before the next is chosen.
+    fn tighten_intermediate(
         &self,
-        input: &InputBox,
-        bounds: &mut NodeBounds<T>,
+        st: &mut RunState<T, B::Buf>,
         deadline: Option<Instant>,
-    ) -> Result<(), AnalysisError> {
+    ) -> Result<LayerSlopes, AnalysisError> {
         let _p = crate::profile::span("tighten");
         let net = self.net;
         let nodes = net.nodes();
         let lower = self.opts.relu_lower;
-        let cap = self.batch_capacity().max(1);
         let offsets = rounding_offsets::<T>(net, &vec![None; nodes.len()]);
+        let mut inter: LayerSlopes = vec![[None, None]; nodes.len()];
         // The first ReLU's input depends on no slope: skip it.
         let relus: Vec<usize> = (0..nodes.len()).filter(|&r| nodes[r].op == Op::Relu).skip(1).collect();
         for r in relus {
+            Self::check_deadline(deadline)?;
             let p = nodes[r].inputs[0];
-            let n = nodes[p].shape.numel();
-            let (lo, hi) = &bounds[p];
-            let ends: Vec<(usize, f64)> =
-                (0..n).filter(|&i| unstable(lo[i], hi[i])).flat_map(|i| [(i, 1.0), (i, -1.0)]).collect();
-            if ends.is_empty() || ends.len() > 2 * MAX_UNSTABLE {
+            let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
+            let unstable: Vec<usize> = (0..lo.len()).filter(|&i| unstable(lo[i], hi[i])).collect();
+            if unstable.is_empty() || unstable.len() > MAX_UNSTABLE {
                 continue;
             }
-            let chosen: Vec<(usize, f64, Slopes)> = {
+            let tables = {
                 let _p = crate::profile::span("tighten.slopes");
-                let view: SlotBounds<'_, T> = bounds.iter().map(|(l, h)| (&l[..], &h[..])).collect();
-                ends.par_iter()
-                    .filter_map(|&(i, s)| neuron_slopes(net, (&view, &offsets), (p, i, s), lower).map(|a| (i, s, a)))
-                    .collect()
+                let view: SlotBounds<'_, T> = st.bounds.iter().map(|b| (&b.lo[..], &b.hi[..])).collect();
+                let ends = |s: f64| unstable.iter().map(|&i| (i, s)).collect::<Vec<_>>();
+                [1.0, -1.0].map(|s| layer_slopes(net, (&view, &offsets), p, &ends(s), lower))
             };
-            for chunk in chosen.chunks(cap) {
-                Self::check_deadline(deadline)?;
-                let lbs = self.bound_ends(input, bounds, p, chunk, deadline)?;
-                let (lo, hi) = &mut bounds[p];
-                for (&(i, s, _), &lb) in chunk.iter().zip(&lbs) {
-                    if s > 0.0 {
-                        lo[i] = lo[i].max(fp::from_f64_down(lb));
-                    } else {
-                        hi[i] = hi[i].min(fp::from_f64_up(-lb));
-                    }
-                }
+            if tables.iter().all(Option::is_none) {
+                continue;
             }
-            let (lo, hi) = &bounds[p];
-            if lo.iter().zip(hi).any(|(l, h)| l > h) {
-                return Ok(());
-            }
-            // The ReLU's own bounds follow exactly.
-            let relu = (lo.iter().map(|&v| v.max(T::zero())).collect(), hi.iter().map(|&v| v.max(T::zero())).collect());
-            bounds[r] = relu;
+            inter[p] = tables;
+            self.refine_all(st, &[0], &[Some(p - 1)], &[Some(&inter)], deadline)?;
         }
-        Ok(())
-    }
-
-    /// Sound lower bounds of `s·x_i` at node `p`, one slot per end with its
-    /// slopes, all slots over `input` within `bounds`.
-    fn bound_ends(
-        &self,
-        input: &InputBox,
-        bounds: &NodeBounds<T>,
-        p: usize,
-        ends: &[(usize, f64, Slopes)],
-        deadline: Option<Instant>,
-    ) -> Result<Vec<f64>, AnalysisError> {
-        let inputs = vec![input; ends.len()];
-        let prior = vec![Some(bounds); ends.len()];
-        let mut st = self.forward_pass_within(&inputs, &prior)?;
-        if st.empty.iter().any(|&e| e) {
-            // Crossed bounds: nothing to gain; the root's analysis proves it.
-            return Ok(vec![f64::NEG_INFINITY; ends.len()]);
-        }
-        let slopes: HashMap<usize, Slopes> = ends.iter().enumerate().map(|(k, e)| (k, e.2.clone())).collect();
-        self.set_slopes(&mut st, &slopes)?;
-        let neurons: Vec<usize> = ends.iter().map(|e| e.0).collect();
-        let val = ends.iter().map(|e| if e.1 > 0.0 { T::one() } else { -T::one() }).collect();
-        let rows = Rows::units(p, self.net.node(p).shape, &neurons, (0..ends.len() as u32).collect(), val);
-        self.backsubstitute(&mut st, &rows, Goal::NonNegative, deadline)
+        Ok(inter)
     }
 }

@@ -191,11 +191,19 @@ pub fn hunt_with(per_kind: usize, seed: u64, steps: usize, shrink: f64) -> Repor
                     (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap_or(0)
                 };
                 // Point: with input splitting (these nets have few inputs) and
-                // with ReLU splitting instead; either one's proof is hunted.
+                // with ReLU splitting instead (every other case with per-layer
+                // slopes in its leaves' refinement); either one's proof is hunted.
+                let tables = c % 2 == 1;
                 let relus = Analyzer::<_, f64>::new(
                     &net,
                     &be,
-                    Options { arith, attack_steps: 0, split_inputs: 0, ..Options::default() },
+                    Options {
+                        arith,
+                        attack_steps: 0,
+                        split_inputs: 0,
+                        optimize_intermediate: tables,
+                        ..Options::default()
+                    },
                 )
                 .expect("prepare");
                 let proves = |an: &Analyzer<'_, CpuBackend, f64>| {

@@ -375,7 +375,7 @@ fn optimised_slopes_tighten_and_enclose() {
     assert!(tighter >= 2, "weak test: the slopes tightened {tighter} of 8 networks");
 }
 
-/// Per-neuron optimised slopes for the intermediate bounds
+/// Per-layer optimised slopes for the intermediate bounds
 /// (`Options::optimize_intermediate`, a ReLU search root's bounds, which
 /// every leaf inherits): on random MLPs they tighten some neurons' bounds,
 /// and every node's bounds still enclose the exact values and float32

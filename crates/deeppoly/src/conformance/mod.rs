@@ -501,6 +501,14 @@ macro_rules! backend_conformance_tests {
                 $crate::conformance::intermediate_slopes_prove::<_, f32>(&$make);
             }
             #[test]
+            fn refinement_uses_layer_slopes_f64() {
+                $crate::conformance::refinement_uses_layer_slopes::<_, f64>(&$make);
+            }
+            #[test]
+            fn refinement_uses_layer_slopes_f32() {
+                $crate::conformance::refinement_uses_layer_slopes::<_, f32>(&$make);
+            }
+            #[test]
             fn batch_equals_alone_f64() {
                 $crate::conformance::batch_equals_alone::<_, f64>(&$make);
             }

@@ -183,3 +183,42 @@ pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
     assert_eq!(plain.verdict, Verdict::Unknown, "{:?}", plain.search);
     assert_eq!(run(Options { split_relus: false, ..one_leaf }).verdict, Verdict::Unknown);
 }
+
+/// Refinement with a layer's slope tables (`Within::inter`, what a search's
+/// leaves inherit from its root): `q = relu(s) − s/2` over `s ∈ [−1, 1]`.
+/// The relaxation's own lower slope 0 on `relu(s)` gives `q ≥ −½`; the
+/// table's ½ gives `q ≥ 0`. The upper end pays `relu(s)`'s upper line, so
+/// its table changes nothing: `q ≤ ½` either way. A slot without tables in the same batch keeps `−½`, and
+/// afterwards the ReLU's lower slopes are the relaxation's own again.
+pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
+    use crate::forward::Step;
+    use crate::ir::Op::{Concat, Dense, Relu};
+    let mut net = Network::new(Shape::flat(1));
+    let s = net.push("s", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", Relu, &[s]).expect("relu");
+    let rs = net.push("rs", Concat, &[r, s]).expect("concat");
+    let q = net.push("q", Dense { weight: vec![1.0, -0.5], bias: vec![0.0], out: 1 }, &[rs]).expect("q");
+    let rq = net.push("rq", Relu, &[q]).expect("relu q");
+    net.push("y", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[rq]).expect("y");
+    let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
+    let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
+    let mut half: crate::lagrange::Slopes = vec![Vec::new(); net.nodes().len()];
+    half[r] = vec![0.5];
+    let mut inter: crate::lagrange::LayerSlopes = vec![[None, None]; net.nodes().len()];
+    inter[q] = [Some(half.clone()), Some(half)];
+    let mut st = a.forward_pass(&[&input, &input]).expect("forward");
+    a.refine_all(&mut st, &[0, 1], &[], &[Some(&inter), None], None).expect("refine");
+    let (lo, hi) = (&st.bounds[q].lo, &st.bounds[q].hi);
+    let f = |v: T| v.to_f64_exact();
+    assert!((-1e-5..=0.0).contains(&f(lo[0])), "with the table: q ≥ {}", f(lo[0]));
+    assert!((-0.5 - 1e-5..=-0.5).contains(&f(lo[1])), "without: q ≥ {}", f(lo[1]));
+    for h in hi.iter().map(|&v| f(v)) {
+        assert!((0.5..=0.5 + 1e-5).contains(&h), "q ≤ {h}");
+    }
+    let Step::Relu { lam_lo, .. } = &st.steps[r] else { panic!("relu step") };
+    let got = be.download(lam_lo).expect("download");
+    let b = &st.bounds[s];
+    for (k, &g) in got.iter().enumerate() {
+        assert_eq!(g, crate::relax::relu_relax(b.lo[k], b.hi[k], a.opts.relu_lower).lam_lo, "slot {k}");
+    }
+}
