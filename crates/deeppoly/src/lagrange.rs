@@ -50,7 +50,7 @@ pub(crate) type SlotBias<'b, T> = Vec<Option<(&'b [T], &'b [T])>>;
 pub(crate) type Slopes = Vec<Vec<f64>>;
 
 /// Per node `p` (a ReLU's input), the lower slopes its refinement uses
-/// (`layer_slopes`) for its lower ends, then for its upper ends (`None`:
+/// (`tighten::layer_slopes`) for its lower ends, then for its upper ends (`None`:
 /// the relaxation's own).
 pub(crate) type LayerSlopes = Vec<[Option<Slopes>; 2]>;
 
@@ -62,7 +62,7 @@ pub(crate) const STEPS: usize = 20;
 const WARM_STEPS: usize = 6;
 const STABLE_STEPS: usize = 300;
 const LR_BETA: f64 = 0.05;
-const LR_ALPHA: f64 = 0.1;
+pub(crate) const LR_ALPHA: f64 = 0.1;
 const PROVED_MARGIN: f64 = 1e-4;
 
 /// One output row to bound below: `c·y − d`, with its starting β.
@@ -81,7 +81,7 @@ pub(crate) struct Chosen {
 }
 
 /// Adam on parameters projected onto `[lo, hi]`.
-struct Adam {
+pub(crate) struct Adam {
     m: Vec<f64>,
     v: Vec<f64>,
     lr: f64,
@@ -89,12 +89,12 @@ struct Adam {
 }
 
 impl Adam {
-    fn new(n: usize, lr: f64, range: (f64, f64)) -> Self {
+    pub(crate) fn new(n: usize, lr: f64, range: (f64, f64)) -> Self {
         Self { m: vec![0.0; n], v: vec![0.0; n], lr, range }
     }
 
     /// One ascent step at iteration `t ≥ 1` along `grad`.
-    fn step(&mut self, t: usize, x: &mut [f64], grad: &[f64]) {
+    pub(crate) fn step(&mut self, t: usize, x: &mut [f64], grad: &[f64]) {
         let (b1, b2) = (0.9f64, 0.999f64);
         let (c1, c2) = (1.0 - b1.powi(t as i32), 1.0 - b2.powi(t as i32));
         for i in 0..x.len() {
@@ -308,62 +308,9 @@ pub(crate) fn finish_on_host<T: Fp>(
     (search.finish(), work)
 }
 
-/// Lower slopes shared by the ends `(i, s)` of node `p` (bounds of `s·x_i`;
-/// one sign per call, α-CROWN's α shared over a layer): Adam on the sum of
-/// their relaxed bounds from the relaxation's own slopes, over the unstable
-/// ReLUs before `p`. On the 4- and 6-layer MNIST nets the shared slopes
-/// narrow a layer's unstable inputs within 2% of what one α per end does,
-/// at the cost of one sound backsubstitution per sign instead of one batch
-/// slot per end. With the slopes, their gain: how much they raise the sum
-/// of the ends' relaxed bounds, as a share of its magnitude with the
-/// relaxation's own. `None`: no free slope there, or no gain.
-pub(crate) fn layer_slopes<T: Fp>(
-    net: &Network,
-    (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
-    p: NodeId,
-    ends: &[(usize, f64)],
-    lower: ReluLower,
-) -> Option<(Slopes, f64)> {
-    let free = free_slopes(net, bounds, p);
-    if free.is_empty() || ends.is_empty() {
-        return None;
-    }
-    let n = net.node(p).shape.numel();
-    let mut alpha = relaxation_slopes(net, bounds, lower);
-    let mut flat: Vec<f64> = free.iter().map(|&(id, j)| alpha[id][j]).collect();
-    let mut adam = Adam::new(free.len(), LR_ALPHA, (0.0, 1.0));
-    let (mut first, mut best) = (None, None::<(f64, Slopes)>);
-    for t in 1..=STEPS + 1 {
-        let evals: Option<Vec<(f64, Slopes)>> = ends
-            .par_iter()
-            .map(|&(i, s)| {
-                let mut c = vec![0.0; n];
-                c[i] = s;
-                relaxed_bound(net, (bounds, offsets), (p, &c), &[], &[], Some(&alpha), lower).map(|r| (r.0, r.2))
-            })
-            .collect();
-        let evals = evals?;
-        let l: f64 = evals.iter().map(|e| e.0).sum();
-        let base = *first.get_or_insert(l);
-        if l > base && best.as_ref().is_none_or(|b| l > b.0) {
-            best = Some((l, alpha.clone()));
-        }
-        if t > STEPS {
-            break;
-        }
-        let grad: Vec<f64> = free.iter().map(|&(id, j)| evals.iter().map(|e| e.1[id][j]).sum()).collect();
-        adam.step(t, &mut flat, &grad);
-        for (&(id, j), &v) in free.iter().zip(&flat) {
-            alpha[id][j] = v;
-        }
-    }
-    let base = first?;
-    best.map(|(l, a)| (a, (l - base) / base.abs().max(f64::MIN_POSITIVE)))
-}
-
 /// The unstable ReLUs `(node, neuron)` before node `end`, whose lower
 /// slopes are free.
-fn free_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, end: NodeId) -> Vec<(usize, usize)> {
+pub(crate) fn free_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, end: NodeId) -> Vec<(usize, usize)> {
     let nodes = net.nodes();
     (0..end)
         .filter(|&id| nodes[id].op == Op::Relu)
@@ -375,7 +322,7 @@ fn free_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, end: NodeId) ->
 }
 
 /// The relaxation's own lower slopes (`ReluLower`) of every ReLU neuron.
-fn relaxation_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, lower: ReluLower) -> Slopes {
+pub(crate) fn relaxation_slopes<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, lower: ReluLower) -> Slopes {
     net.nodes()
         .iter()
         .map(|n| {
@@ -626,14 +573,14 @@ mod tests {
         // The same sum as an intermediate neuron's lower end (node 4, +1):
         // the layer's shared slopes also go to ½; its upper end (−1) pays
         // ReLU's upper line only, so it has nothing to choose.
-        let (a, gain) = layer_slopes(&n2, (&sb, &off), 4, &[(0, 1.0)], area).unwrap();
+        let (a, gain) = crate::tighten::layer_slopes(&n2, (&sb, &off), 4, &[(0, 1.0)], area).unwrap();
         assert!((a[2][0] - 0.5).abs() < 0.06, "{a:?}");
         // From −0.5 to about 0: nearly all of it.
         assert!(gain > 0.85 && gain <= 1.0, "{gain}");
         let (l4, _, _) = relaxed_bound(&n2, (&sb, &off), (4, &[1.0]), &[], &[], Some(&a), area).unwrap();
         assert!(l4 > -0.06, "{l4}");
-        assert_eq!(layer_slopes(&n2, (&sb, &off), 4, &[(0, -1.0)], area), None);
+        assert_eq!(crate::tighten::layer_slopes(&n2, (&sb, &off), 4, &[(0, -1.0)], area), None);
         // Node 1 (before every ReLU) has no slope to choose.
-        assert_eq!(layer_slopes(&n2, (&sb, &off), 1, &[(0, 1.0)], area), None);
+        assert_eq!(crate::tighten::layer_slopes(&n2, (&sb, &off), 1, &[(0, 1.0)], area), None);
     }
 }

@@ -21,10 +21,16 @@ use crate::backend::Backend;
 use crate::batch::NodeBounds;
 use crate::forward::RunState;
 use crate::ir::Op;
-use crate::lagrange::{LayerSlopes, SlotBounds, layer_slopes, rounding_offsets};
+use crate::ir::{Network, NodeId};
+use crate::lagrange::{
+    Adam, LR_ALPHA, LayerSlopes, Offsets, STEPS, Slopes, SlotBounds, free_slopes, relaxation_slopes, relaxed_bound,
+    rounding_offsets,
+};
 use crate::property::InputBox;
+use crate::relax::ReluLower;
 use crate::relax::unstable;
 use polycert_interval::Fp;
+use rayon::prelude::*;
 use std::time::Instant;
 
 /// Layers with more unstable neurons than this keep DeepPoly's bounds (the
@@ -110,4 +116,57 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         Ok((inter, gains))
     }
+}
+
+/// Lower slopes shared by the ends `(i, s)` of node `p` (bounds of `s·x_i`;
+/// one sign per call, α-CROWN's α shared over a layer): Adam on the sum of
+/// their relaxed bounds from the relaxation's own slopes, over the unstable
+/// ReLUs before `p`. On the 4- and 6-layer MNIST nets the shared slopes
+/// narrow a layer's unstable inputs within 2% of what one α per end does,
+/// at the cost of one sound backsubstitution per sign instead of one batch
+/// slot per end. With the slopes, their gain: how much they raise the sum
+/// of the ends' relaxed bounds, as a share of its magnitude with the
+/// relaxation's own. `None`: no free slope there, or no gain.
+pub(crate) fn layer_slopes<T: Fp>(
+    net: &Network,
+    (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
+    p: NodeId,
+    ends: &[(usize, f64)],
+    lower: ReluLower,
+) -> Option<(Slopes, f64)> {
+    let free = free_slopes(net, bounds, p);
+    if free.is_empty() || ends.is_empty() {
+        return None;
+    }
+    let n = net.node(p).shape.numel();
+    let mut alpha = relaxation_slopes(net, bounds, lower);
+    let mut flat: Vec<f64> = free.iter().map(|&(id, j)| alpha[id][j]).collect();
+    let mut adam = Adam::new(free.len(), LR_ALPHA, (0.0, 1.0));
+    let (mut first, mut best) = (None, None::<(f64, Slopes)>);
+    for t in 1..=STEPS + 1 {
+        let evals: Option<Vec<(f64, Slopes)>> = ends
+            .par_iter()
+            .map(|&(i, s)| {
+                let mut c = vec![0.0; n];
+                c[i] = s;
+                relaxed_bound(net, (bounds, offsets), (p, &c), &[], &[], Some(&alpha), lower).map(|r| (r.0, r.2))
+            })
+            .collect();
+        let evals = evals?;
+        let l: f64 = evals.iter().map(|e| e.0).sum();
+        let base = *first.get_or_insert(l);
+        if l > base && best.as_ref().is_none_or(|b| l > b.0) {
+            best = Some((l, alpha.clone()));
+        }
+        if t > STEPS {
+            break;
+        }
+        let grad: Vec<f64> = free.iter().map(|&(id, j)| evals.iter().map(|e| e.1[id][j]).sum()).collect();
+        adam.step(t, &mut flat, &grad);
+        for (&(id, j), &v) in free.iter().zip(&flat) {
+            alpha[id][j] = v;
+        }
+    }
+    let base = first?;
+    best.map(|(l, a)| (a, (l - base) / base.abs().max(f64::MIN_POSITIVE)))
 }
