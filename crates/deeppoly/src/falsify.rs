@@ -11,12 +11,19 @@
 //!   margin from the centre in every direction). These attacks take at most
 //!   [`CORNER_SHARE`] of the search's time.
 //! - **Exact leaves** (no unstable ReLU left): their minimising corner.
+//! - **Restarts in an input search:** each round, [`RESTARTS`] random
+//!   starts in the search's box, [`RESTART_STEPS`] steps each, with fresh
+//!   seeds, within [`CORNER_SHARE`] of the time. A conjunction's region can
+//!   be a sliver that PGD from a centre never reaches and that the bounds
+//!   isolate only at the search's end (ACAS Xu 1_5 property 2: on a face of
+//!   the box, about 1% of one input's range wide; one random start in about
+//!   1,500 lands there).
 
 use crate::analysis::{Analyzer, falsify_centre};
 use crate::backend::Backend;
 use crate::batch::NodeBounds;
 use crate::lagrange::{Slopes, SlotBounds, SplitConstraint};
-use crate::pgd::{Start, Target};
+use crate::pgd::{Schedule, Start, Target};
 use crate::property::{Counterexample, SubProblem};
 use polycert_interval::Fp;
 use std::time::{Duration, Instant};
@@ -24,7 +31,12 @@ use std::time::{Duration, Instant};
 /// Most leaves per round whose corners start an attack (the weakest).
 const CORNER_LEAVES: usize = 32;
 
-/// The share of the search's time its corner attacks may take.
+/// Random starts per round of an input search, and their sign steps.
+const RESTARTS: usize = 256;
+const RESTART_STEPS: usize = 200;
+
+/// The share of the search's time its corner attacks may take (and, in an
+/// input search, its restarts).
 pub(crate) const CORNER_SHARE: f64 = 0.05;
 
 /// A leaf's view for its corner: the sub-problem, its half-spaces' lower
@@ -85,6 +97,33 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .collect();
         let hits = self.attack_batch(&targets, sps.len(), self.opts.attack_steps, deadline).ok()?;
         hits.into_iter().flatten().next()
+    }
+
+    /// PGD from [`RESTARTS`] random points of an input search's box, on
+    /// each of its disjuncts (seeds from `seed` on, which it advances),
+    /// within the time share.
+    pub(crate) fn restart_root(
+        &self,
+        sp: &SubProblem,
+        (share, seed): (&mut Share, &mut u32),
+        deadline: Option<Instant>,
+    ) -> Option<Counterexample> {
+        if self.opts.attack_steps == 0 || sp.unsafe_region.is_empty() || !share.allows() {
+            return None;
+        }
+        let t0 = Instant::now();
+        let _p = crate::profile::span("search.restarts");
+        let per = RESTARTS.div_ceil(sp.unsafe_region.len());
+        let mut targets = Vec::with_capacity(per * sp.unsafe_region.len());
+        for d in 0..sp.unsafe_region.len() {
+            for _ in 0..per {
+                *seed = seed.wrapping_add(1).max(1);
+                targets.push(Target { sp, disjunct: d, group: 0, start: Start::Random(*seed) });
+            }
+        }
+        let hits = self.attack_scheduled(&targets, 1, Schedule::Fine(RESTART_STEPS), deadline).ok();
+        share.spent += t0.elapsed();
+        hits?.into_iter().flatten().next()
     }
 
     /// A leaf with no unstable ReLU left has an exact relaxation: its

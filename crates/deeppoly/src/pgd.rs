@@ -36,6 +36,48 @@ pub enum Start<'p> {
     At(&'p [f64]),
 }
 
+/// The sign steps of an attack run, as shares of each input's width.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Schedule {
+    /// From `2.5/steps`, shrinking to half: explores the box.
+    Coarse(usize),
+    /// The coarse schedule's first half, then shrinking geometrically to
+    /// [`FINE_END`] of it, so that a run can settle inside a region much
+    /// narrower than the box. For random restarts: on ACAS Xu 1_5 property 2
+    /// (a sliver about 1% of one input's range wide) 2.6× as many of 200
+    /// steps land there (a host experiment, 20,000 starts).
+    Fine(usize),
+}
+
+/// The last fine step's size as a share of the coarse phase's last.
+const FINE_END: f64 = 0.01;
+
+impl Schedule {
+    fn steps(self) -> usize {
+        match self {
+            Self::Coarse(n) | Self::Fine(n) => n,
+        }
+    }
+
+    fn sizes(self) -> Vec<f64> {
+        let n = self.steps();
+        let coarse = |s: usize| 2.5 / n as f64 * (1.0 - s as f64 / n as f64 * 0.5);
+        let half = n / 2;
+        (0..n)
+            .map(|s| match self {
+                Self::Fine(_) if n >= 2 && s >= half => {
+                    coarse(half) * FINE_END.powf((s - half + 1) as f64 / (n - half) as f64)
+                }
+                _ => coarse(s),
+            })
+            .collect()
+    }
+}
+
+/// The margin (relative to the outputs' scale) by which the attack tries
+/// to meet every half-space of a conjunction.
+const HINGE: f64 = 1e-3;
+
 /// The attack's step recorded once per analyzer and point count
 /// (inference, gradient of fixed seeds, sign step), with every buffer it
 /// reads or writes, in place: an attack loads its points and replays it.
@@ -93,6 +135,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         steps: usize,
         deadline: Option<Instant>,
     ) -> BResult<Vec<Option<Counterexample>>> {
+        self.attack_scheduled(targets, groups, Schedule::Coarse(steps), deadline)
+    }
+
+    /// [`Self::attack_batch`] with a given step schedule.
+    pub(crate) fn attack_scheduled(
+        &self,
+        targets: &[Target<'_>],
+        groups: usize,
+        schedule: Schedule,
+        deadline: Option<Instant>,
+    ) -> BResult<Vec<Option<Counterexample>>> {
+        let steps = schedule.steps();
         let mut hits: Vec<Option<Counterexample>> = vec![None; groups];
         if steps == 0 {
             return Ok(hits);
@@ -105,7 +159,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 targets[at..].iter().filter(|t| hits[t.group].is_none()).take(chunk).copied().collect();
             at = targets.len().min(at + chunk);
             if !todo.is_empty() {
-                self.attack_chunk(&todo, steps, deadline, &mut hits)?;
+                self.attack_chunk(&todo, schedule, deadline, &mut hits)?;
             }
         }
         Ok(hits)
@@ -114,7 +168,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     fn attack_chunk(
         &self,
         pts: &[Target<'_>],
-        steps: usize,
+        schedule: Schedule,
         deadline: Option<Instant>,
         hits: &mut [Option<Counterexample>],
     ) -> BResult<()> {
@@ -140,9 +194,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 x0.push(T::from_f64_nearest(start).max(lt).min(ht));
             }
         }
-        let alphas: Vec<T> = (0..steps)
-            .map(|s| T::from_f64_nearest(2.5 / steps as f64 * (1.0 - s as f64 / steps as f64 * 0.5)))
-            .collect();
+        let steps = schedule.steps();
+        let alphas: Vec<T> = schedule.sizes().into_iter().map(T::from_f64_nearest).collect();
         let mut active: Vec<bool> = pts.iter().map(|t| hits[t.group].is_none()).collect();
         drop(setup);
         if steps > 2
@@ -278,7 +331,19 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if m <= 1e-4 * scale || s == steps {
                 candidates.push(i);
             }
-            for (o, &c) in t.sp.unsafe_region[t.disjunct][k].c.iter().enumerate() {
+            // The gradient of the hinge loss `Σ_k max(0, c_k·y − d_k + HINGE)`:
+            // every half-space not yet met by a margin descends at once (a
+            // conjunction's region can be a sliver where several are nearly
+            // equal, around which chasing the worst alone zigzags).
+            let conj = &t.sp.unsafe_region[t.disjunct];
+            let mut seed = conj[k].c.clone();
+            for (j, h) in conj.iter().enumerate() {
+                let v = h.c.iter().zip(&yp).map(|(c, y)| c * y).sum::<f64>() - h.d;
+                if j != k && v > -HINGE * scale {
+                    seed.iter_mut().zip(&h.c).for_each(|(s, c)| *s += c);
+                }
+            }
+            for (o, &c) in seed.iter().enumerate() {
                 seeds[i * n_out + o] = T::from_f64_nearest(c);
             }
         }
@@ -548,5 +613,23 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Err(crate::BackendError::Failure(format!("{} input values for {p} points", xs.len())));
         }
         self.backend.upload(&xs.iter().map(|&v| T::from_f64_nearest(v)).collect::<Vec<T>>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Schedule;
+
+    #[test]
+    fn fine_schedule_keeps_the_coarse_half_then_shrinks_to_a_hundredth() {
+        let (coarse, fine) = (Schedule::Coarse(10).sizes(), Schedule::Fine(10).sizes());
+        // 2.5/10·(1 − s/20): 0.25 at s = 0, 0.1375 at s = 9.
+        assert!((coarse[0] - 0.25).abs() < 1e-15 && (coarse[9] - 0.1375).abs() < 1e-15, "{coarse:?}");
+        assert_eq!(fine[..5], coarse[..5]);
+        // From 0.1875 (s = 5 coarse) to 0.1875·0.01, by a factor 0.01^(1/5).
+        assert!((fine[9] - 0.1875 * 0.01).abs() < 1e-15, "{fine:?}");
+        assert!((fine[5] / 0.1875 - 0.01f64.powf(0.2)).abs() < 1e-12, "{fine:?}");
+        assert!(fine.windows(2).all(|w| w[1] < w[0]), "{fine:?}");
+        assert_eq!(Schedule::Fine(1).sizes(), Schedule::Coarse(1).sizes());
     }
 }

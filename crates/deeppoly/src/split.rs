@@ -175,7 +175,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             roots.into_iter().map(|r| Leaf { prior: prior.clone(), inter: inter.clone(), ..Leaf::root(r) }).collect();
         let (mut analysed, mut stuck) = (0, 0);
         let mut picks = Picks::default();
-        let mut share = Share::new();
+        let (mut share, mut restarts) = (Share::new(), (Share::new(), 0u32));
         while !open.is_empty() {
             let late = deadline.is_some_and(|d| Instant::now() >= d);
             if late || (self.opts.timeout.is_none() && analysed >= budget) {
@@ -227,7 +227,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.1[..]).collect();
             // ReLU leaves share their box: their centre and PGD are the root's.
             if how == Branching::Inputs
-                && let Some(c) = self.falsify_leaves(&sps, &lbs, deadline)
+                && let Some(c) = self
+                    .falsify_leaves(&sps, &lbs, deadline)
+                    .or_else(|| self.restart_root(sp, (&mut restarts.0, &mut restarts.1), deadline))
             {
                 return Ok(Search::Falsified(c));
             }

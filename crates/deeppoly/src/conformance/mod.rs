@@ -485,6 +485,14 @@ macro_rules! backend_conformance_tests {
                 $crate::conformance::exact_leaf_corner_falsifies::<_, f32>(&$make);
             }
             #[test]
+            fn restarts_falsify_a_sliver_f64() {
+                $crate::conformance::restarts_falsify_a_sliver::<_, f64>(&$make);
+            }
+            #[test]
+            fn restarts_falsify_a_sliver_f32() {
+                $crate::conformance::restarts_falsify_a_sliver::<_, f32>(&$make);
+            }
+            #[test]
             fn corner_attack_falsifies_f64() {
                 $crate::conformance::corner_attack_falsifies::<_, f64>(&$make);
             }

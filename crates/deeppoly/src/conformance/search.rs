@@ -153,6 +153,33 @@ pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     assert_eq!(run(Options { attack_steps: 0, ..one_leaf }).verdict, Verdict::Unknown);
 }
 
+/// `y = 1 − 64·relu(x_0 − 15/16)` over `[−1, 1]²`: `y ≤ 0` only where
+/// `x_0 ≥ 0.953125`, a sliver of 2.3% of the range. PGD from the centre
+/// meets a zero gradient and walks to `x_0 = −1`; a random start with
+/// `x_0 > 15/16` climbs to the face. The input search's first round (a
+/// budget of one leaf) runs its restarts; without the search, or without
+/// attacks, the property stays unknown.
+pub fn restarts_falsify_a_sliver<B: Backend<T>, T: Fp>(be: &B) {
+    use crate::ir::Op::{Dense, Relu};
+    let mut net = Network::new(Shape::flat(2));
+    let s = net.push("s", Dense { weight: vec![1.0, 0.0], bias: vec![-0.9375], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", Relu, &[s]).expect("relu");
+    net.push("y", Dense { weight: vec![-64.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r]).expect("y");
+    let input = InputBox::new(vec![-1.0; 2], vec![1.0; 2]).expect("box");
+    let mut p = Property::robustness("p", input, 0, 2).expect("prop");
+    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: 0.0 }]];
+    let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
+    let one_leaf = Options { max_leaves: 1, ..opts(Arith::Point) };
+    let got = run(one_leaf.clone());
+    let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
+    assert!(c.input[0] as f64 >= 0.953125, "{:?}", c.input);
+    assert!(c.output[0] <= 0.0, "{:?}", c.output);
+    let s = got.search.expect("search ran");
+    assert_eq!((s.branching, s.leaves_proved), ("input", 0), "{s:?}");
+    assert_eq!(run(Options { split_inputs: 0, split_relus: false, ..one_leaf.clone() }).verdict, Verdict::Unknown);
+    assert_eq!(run(Options { attack_steps: 0, ..one_leaf }).verdict, Verdict::Unknown);
+}
+
 /// `y = q − relu(q)` with `q = relu(s) − s/2 = |s|/2`, `s = Σ x_i` over
 /// `[−1, 1]^17`: `y = 0`. DeepPoly bounds `q` below by −8.5, so `relu(q)`
 /// looks unstable and `y` is bounded below by −4.25 at best (slopes of the
