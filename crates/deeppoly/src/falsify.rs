@@ -20,10 +20,11 @@
 //!   1,500 lands there).
 
 use crate::analysis::{Analyzer, falsify_centre};
+use crate::attack::Schedule;
 use crate::backend::Backend;
 use crate::batch::NodeBounds;
 use crate::lagrange::{Slopes, SlotBounds, SplitConstraint};
-use crate::pgd::{Schedule, Start, Target};
+use crate::pgd::{Start, Target};
 use crate::property::{Counterexample, SubProblem};
 use polycert_interval::Fp;
 use std::time::{Duration, Instant};

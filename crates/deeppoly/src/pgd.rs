@@ -6,7 +6,7 @@
 //! ([`crate::attack::check_f32`]).
 
 use crate::analysis::{Analyzer, Params};
-use crate::attack::{check_f32, to_f32_in_box};
+use crate::attack::{Schedule, check_f32, hinge_seed, to_f32_in_box, worst_halfspace};
 use crate::backend::{BResult, Backend, Pointwise};
 use crate::ir::{NodeId, Op};
 use crate::property::{Counterexample, SubProblem};
@@ -35,48 +35,6 @@ pub enum Start<'p> {
     /// minimises a search leaf's relaxed bound.
     At(&'p [f64]),
 }
-
-/// The sign steps of an attack run, as shares of each input's width.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Schedule {
-    /// From `2.5/steps`, shrinking to half: explores the box.
-    Coarse(usize),
-    /// The coarse schedule's first half, then shrinking geometrically to
-    /// [`FINE_END`] of it, so that a run can settle inside a region much
-    /// narrower than the box. For random restarts: on ACAS Xu 1_5 property 2
-    /// (a sliver about 1% of one input's range wide) 2.6× as many of 200
-    /// steps land there (a host experiment, 20,000 starts).
-    Fine(usize),
-}
-
-/// The last fine step's size as a share of the coarse phase's last.
-const FINE_END: f64 = 0.01;
-
-impl Schedule {
-    fn steps(self) -> usize {
-        match self {
-            Self::Coarse(n) | Self::Fine(n) => n,
-        }
-    }
-
-    fn sizes(self) -> Vec<f64> {
-        let n = self.steps();
-        let coarse = |s: usize| 2.5 / n as f64 * (1.0 - s as f64 / n as f64 * 0.5);
-        let half = n / 2;
-        (0..n)
-            .map(|s| match self {
-                Self::Fine(_) if n >= 2 && s >= half => {
-                    coarse(half) * FINE_END.powf((s - half + 1) as f64 / (n - half) as f64)
-                }
-                _ => coarse(s),
-            })
-            .collect()
-    }
-}
-
-/// The margin (relative to the outputs' scale) by which the attack tries
-/// to meet every half-space of a conjunction.
-const HINGE: f64 = 1e-3;
 
 /// The attack's step recorded once per analyzer and point count
 /// (inference, gradient of fixed seeds, sign step), with every buffer it
@@ -331,18 +289,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if m <= 1e-4 * scale || s == steps {
                 candidates.push(i);
             }
-            // The gradient of the hinge loss `Σ_k max(0, c_k·y − d_k + HINGE)`:
-            // every half-space not yet met by a margin descends at once (a
-            // conjunction's region can be a sliver where several are nearly
-            // equal, around which chasing the worst alone zigzags).
-            let conj = &t.sp.unsafe_region[t.disjunct];
-            let mut seed = conj[k].c.clone();
-            for (j, h) in conj.iter().enumerate() {
-                let v = h.c.iter().zip(&yp).map(|(c, y)| c * y).sum::<f64>() - h.d;
-                if j != k && v > -HINGE * scale {
-                    seed.iter_mut().zip(&h.c).for_each(|(s, c)| *s += c);
-                }
-            }
+            let seed = hinge_seed(&t.sp.unsafe_region[t.disjunct], &yp, k, scale);
             for (o, &c) in seed.iter().enumerate() {
                 seeds[i * n_out + o] = T::from_f64_nearest(c);
             }
@@ -571,17 +518,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 }
 
-/// The half-space of a disjunct furthest from holding at `y`, and by how
-/// much: `max_k (c_k·y − d_k)` (at most 0 inside the region).
-fn worst_halfspace(sp: &SubProblem, disjunct: usize, y: &[f64]) -> Option<(usize, f64)> {
-    sp.unsafe_region
-        .get(disjunct)?
-        .iter()
-        .enumerate()
-        .map(|(k, h)| (k, h.c.iter().zip(y).map(|(c, y)| c * y).sum::<f64>() - h.d))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-}
-
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// The network's outputs at `p` points (`xs`: `p × n_in`), inferred on
     /// the backend in `T` with sums in any order (not for verdicts).
@@ -613,23 +549,5 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Err(crate::BackendError::Failure(format!("{} input values for {p} points", xs.len())));
         }
         self.backend.upload(&xs.iter().map(|&v| T::from_f64_nearest(v)).collect::<Vec<T>>())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Schedule;
-
-    #[test]
-    fn fine_schedule_keeps_the_coarse_half_then_shrinks_to_a_hundredth() {
-        let (coarse, fine) = (Schedule::Coarse(10).sizes(), Schedule::Fine(10).sizes());
-        // 2.5/10·(1 − s/20): 0.25 at s = 0, 0.1375 at s = 9.
-        assert!((coarse[0] - 0.25).abs() < 1e-15 && (coarse[9] - 0.1375).abs() < 1e-15, "{coarse:?}");
-        assert_eq!(fine[..5], coarse[..5]);
-        // From 0.1875 (s = 5 coarse) to 0.1875·0.01, by a factor 0.01^(1/5).
-        assert!((fine[9] - 0.1875 * 0.01).abs() < 1e-15, "{fine:?}");
-        assert!((fine[5] / 0.1875 - 0.01f64.powf(0.2)).abs() < 1e-12, "{fine:?}");
-        assert!(fine.windows(2).all(|w| w[1] < w[0]), "{fine:?}");
-        assert_eq!(Schedule::Fine(1).sizes(), Schedule::Coarse(1).sizes());
     }
 }
