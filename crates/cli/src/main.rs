@@ -3,6 +3,7 @@
 mod engine;
 mod fpna;
 mod images;
+mod live;
 mod model;
 mod report;
 mod results;
@@ -238,46 +239,36 @@ fn verify(a: VerifyArgs) -> Result<bool> {
             jobs.push(Job { name, property });
         }
     }
-    let opts = a.analysis.options(a.timeout);
-    let bar = (jobs.len() > 1).then(|| {
-        let b = indicatif::ProgressBar::new(jobs.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
-                .expect("valid template"),
-        );
-        b
-    });
+    let mut opts = a.analysis.options(a.timeout);
+    let progress = std::sync::Arc::new(polycert_deeppoly::progress::Progress::default());
+    opts.progress = Some(progress.clone());
+    let bar = live::bar(jobs.len());
+    if jobs.len() == 1 {
+        bar.enable_steady_tick(Duration::from_millis(200));
+    }
     let mut records = Vec::new();
     let stdout = std::io::stdout();
     let workers = a.analysis.jobs.unwrap_or_else(|| engine.default_workers(jobs.len(), a.analysis.batch));
-    engine::run_jobs_parallel(
-        &engine,
-        workers,
-        net,
-        &model_name,
-        &jobs,
-        &opts,
-        a.analysis.precision,
-        &mut |r: Record| {
-            let mut out = stdout.lock();
-            if a.json {
-                r.emit_json(&mut out)?;
-            } else if let Some(b) = &bar {
-                b.suspend(|| writeln!(out, "{}", r.line()))?;
-            } else {
-                writeln!(out, "{}", r.line())?;
-            }
-            if let Some(b) = &bar {
-                b.inc(1);
-                b.set_message(r.result.clone());
-            }
-            records.push(r);
-            Ok(())
-        },
-    )?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    live::while_running(&bar, &progress, || {
+        engine::run_jobs_parallel(
+            &engine,
+            workers,
+            net,
+            &model_name,
+            &jobs,
+            &opts,
+            a.analysis.precision,
+            &mut |r: Record| {
+                let mut out = stdout.lock();
+                bar.suspend(|| if a.json { r.emit_json(&mut out) } else { writeln!(out, "{}", r.line()) })?;
+                bar.inc(1);
+                bar.set_message(r.result.clone());
+                records.push(r);
+                Ok(())
+            },
+        )
+    })?;
+    bar.finish_and_clear();
     if let Some(rf) = &a.result_file {
         match records.first() {
             Some(Record { counterexample: Some(x), .. }) => {

@@ -61,6 +61,8 @@ pub struct Options {
     pub optimize_intermediate: bool,
     /// Where the α/β search evaluates its relaxed bounds (`relaxed.rs`).
     pub relaxed_on: RelaxedOn,
+    /// Where branch and bound reports each round (for a progress display).
+    pub progress: Option<std::sync::Arc<crate::progress::Progress>>,
 }
 
 /// Where the α/β search evaluates its rows' relaxed bounds: the same
@@ -102,6 +104,7 @@ impl Default for Options {
             optimize_slopes: true,
             optimize_intermediate: false,
             relaxed_on: RelaxedOn::Auto,
+            progress: None,
         }
     }
 }

@@ -22,6 +22,7 @@ pub(crate) mod lagrange;
 mod passes;
 pub mod pgd;
 pub mod profile;
+pub mod progress;
 pub mod property;
 pub mod relax;
 mod relaxed;

@@ -174,9 +174,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut open: Vec<Leaf<T>> =
             roots.into_iter().map(|r| Leaf { prior: prior.clone(), inter: inter.clone(), ..Leaf::root(r) }).collect();
         let (mut analysed, mut stuck) = (0, 0);
+        let live = crate::progress::Progress::live(self.opts.progress.as_deref());
         let mut picks = Picks::default();
         let (mut share, mut restarts) = (Share::new(), (Share::new(), 0u32));
         while !open.is_empty() {
+            live.round(stats.leaves_proved, open.len() + stuck, stats.best_bound);
             let late = deadline.is_some_and(|d| Instant::now() >= d);
             if late || (self.opts.timeout.is_none() && analysed >= budget) {
                 stats.leaves_open += open.len() + stuck;
@@ -279,6 +281,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             stuck += stuck_now;
             open.extend(children);
         }
+        live.round(stats.leaves_proved, stuck, stats.best_bound);
         if stuck > 0 {
             stats.leaves_open += stuck;
             return Ok(Search::Open { timed_out: false });

@@ -65,10 +65,14 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let one_pass = run(Options { split_relus: false, ..fixed.clone() }, -0.25);
     assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
     assert!(one_pass.lower_bounds[0] < -8.0, "{:?}", one_pass.lower_bounds);
-    let split = run(fixed.clone(), -0.25);
+    let progress = std::sync::Arc::new(crate::progress::Progress::default());
+    let split = run(Options { progress: Some(progress.clone()), ..fixed.clone() }, -0.25);
     assert_eq!(split.verdict, Verdict::Verified);
     let s = split.search.expect("search ran");
     assert!(s.leaves_proved == 2 && s.leaves_open == 0, "{s:?}");
+    // The progress line saw the search: its root, its two leaves, its end.
+    let p = progress.snapshot();
+    assert!(!p.searching && p.rounds >= 3 && p.leaves_proved == 2 && p.leaves_open == 0, "{p:?}");
     // y = |s|/2 meets y ≤ 0 at s = 0: falsified or open, never verified.
     let tie = run(fixed.clone(), 0.0);
     assert!(!matches!(tie.verdict, Verdict::Verified), "{:?}", tie.verdict);

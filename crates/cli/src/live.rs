@@ -1,0 +1,58 @@
+//! The progress line on stderr (terminals only: indicatif hides it
+//! elsewhere): properties done and, while branch and bound runs, its
+//! leaves and weakest bound, read from the analyzers' shared
+//! [`Progress`] a few times a second.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use polycert_deeppoly::progress::{Progress, Snapshot};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A bar over `jobs` properties, or a spinner for one.
+pub fn bar(jobs: usize) -> ProgressBar {
+    let (b, template) = if jobs > 1 {
+        (ProgressBar::new(jobs as u64), "{bar:40} {pos}/{len} {elapsed_precise} {msg}")
+    } else {
+        (ProgressBar::new_spinner(), "{spinner} {elapsed_precise} {msg}")
+    };
+    b.set_style(ProgressStyle::with_template(template).expect("valid template"));
+    b
+}
+
+/// The search's part of the line, while one runs.
+pub fn search_message(s: &Snapshot) -> Option<String> {
+    s.searching.then(|| {
+        format!("search: {} leaves proved, {} open, weakest bound {:.3e}", s.leaves_proved, s.leaves_open, s.weakest)
+    })
+}
+
+/// Runs `f` while a thread copies the search's progress into `bar`.
+pub fn while_running<R>(bar: &ProgressBar, progress: &Progress, f: impl FnOnce() -> R) -> R {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                if let Some(m) = search_message(&progress.snapshot()) {
+                    bar.set_message(m);
+                    bar.tick();
+                }
+            }
+        });
+        let r = f();
+        done.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_shows_a_running_search_only() {
+        let s = Snapshot { searching: true, rounds: 7, leaves_proved: 1234, leaves_open: 56, weakest: -0.0125 };
+        assert_eq!(search_message(&s).as_deref(), Some("search: 1234 leaves proved, 56 open, weakest bound -1.250e-2"));
+        assert_eq!(search_message(&Snapshot { searching: false, ..s }), None);
+    }
+}

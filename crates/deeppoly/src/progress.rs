@@ -1,0 +1,85 @@
+//! Live progress of branch and bound, for a user interface to poll (the
+//! CLI's progress line): a search writes it once per round, any thread
+//! reads it with [`Progress::snapshot`]. It steers nothing.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// The latest round of the latest search of the analyzers that share it.
+#[derive(Debug)]
+pub struct Progress {
+    searching: AtomicBool,
+    rounds: AtomicUsize,
+    proved: AtomicUsize,
+    open: AtomicUsize,
+    weakest: AtomicU64,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self {
+            searching: AtomicBool::new(false),
+            rounds: AtomicUsize::new(0),
+            proved: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+            weakest: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
+        }
+    }
+}
+
+/// What [`Progress`] held when read (fields written one by one: a reader
+/// may see one round's count beside the next's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Snapshot {
+    /// Whether a search is running.
+    pub searching: bool,
+    /// Rounds of every search so far.
+    pub rounds: usize,
+    /// Leaves proved by the current (or last) search of its property.
+    pub leaves_proved: usize,
+    /// Leaves it has left to analyse.
+    pub leaves_open: usize,
+    /// Its weakest open leaf's bound after the latest round.
+    pub weakest: f64,
+}
+
+impl Progress {
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            searching: self.searching.load(Relaxed),
+            rounds: self.rounds.load(Relaxed),
+            leaves_proved: self.proved.load(Relaxed),
+            leaves_open: self.open.load(Relaxed),
+            weakest: f64::from_bits(self.weakest.load(Relaxed)),
+        }
+    }
+
+    /// Marks a search running until the guard drops.
+    pub(crate) fn live(p: Option<&Progress>) -> Live<'_> {
+        if let Some(p) = p {
+            p.searching.store(true, Relaxed);
+        }
+        Live(p)
+    }
+}
+
+/// A running search's handle on its [`Progress`] (none: nothing to write).
+pub(crate) struct Live<'p>(Option<&'p Progress>);
+
+impl Live<'_> {
+    pub fn round(&self, proved: usize, open: usize, weakest: f64) {
+        if let Some(p) = self.0 {
+            p.proved.store(proved, Relaxed);
+            p.open.store(open, Relaxed);
+            p.weakest.store(weakest.to_bits(), Relaxed);
+            p.rounds.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl Drop for Live<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            p.searching.store(false, Relaxed);
+        }
+    }
+}
