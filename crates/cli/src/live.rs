@@ -33,10 +33,7 @@ pub fn while_running<R>(bar: &ProgressBar, progress: &Progress, f: impl FnOnce()
         s.spawn(|| {
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(250));
-                if let Some(m) = search_message(&progress.snapshot()) {
-                    bar.set_message(m);
-                    bar.tick();
-                }
+                bar.set_message(search_message(&progress.snapshot()).unwrap_or_default());
             }
         });
         let r = f();

@@ -262,7 +262,6 @@ fn verify(a: VerifyArgs) -> Result<bool> {
                 let mut out = stdout.lock();
                 bar.suspend(|| if a.json { r.emit_json(&mut out) } else { writeln!(out, "{}", r.line()) })?;
                 bar.inc(1);
-                bar.set_message(r.result.clone());
                 records.push(r);
                 Ok(())
             },

@@ -110,6 +110,10 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
     let (mut all_unsat, mut first_error) = (true, None);
     // Load time per network, charged to the first row that uses it.
     let prepare: std::cell::RefCell<HashMap<String, f64>> = Default::default();
+    let pending: Vec<&Instance> =
+        instances.iter().filter(|i| !done.contains(&(i.onnx.clone(), i.vnnlib.clone()))).collect();
+    let progress = std::sync::Arc::new(polycert_deeppoly::progress::Progress::default());
+    let bar = crate::live::bar(pending.len().max(2));
     let mut emit = |inst: &Instance, rec: Record, cex: Option<PathBuf>| -> Result<()> {
         let r = vnn_result(&rec.result);
         let prepare_seconds = prepare.borrow_mut().get_mut(&inst.onnx).map(std::mem::take).unwrap_or(0.0);
@@ -129,90 +133,96 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
                 })
             }),
         })?;
-        eprintln!(
-            "{} {} -> {r} ({:.3}s){}",
-            inst.onnx,
-            inst.vnnlib,
-            rec.seconds,
-            rec.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
-        );
+        bar.suspend(|| {
+            eprintln!(
+                "{} {} -> {r} ({:.3}s){}",
+                inst.onnx,
+                inst.vnnlib,
+                rec.seconds,
+                rec.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+            )
+        });
+        bar.inc(1);
         all_unsat &= r == "unsat";
         if first_error.is_none() {
             first_error = rec.error;
         }
         Ok(())
     };
-    let pending: Vec<&Instance> =
-        instances.iter().filter(|i| !done.contains(&(i.onnx.clone(), i.vnnlib.clone()))).collect();
     // Consecutive instances on one network with one timeout are analysed as
     // batches (their rows share the GEMMs); `--batch 1` runs them one by one.
-    for group in pending.chunk_by(|x, y| x.onnx == y.onnx && x.timeout == y.timeout) {
-        let first = group[0];
-        let imported = match models.entry(first.onnx.clone()).or_insert_with(|| {
-            let t = Instant::now();
-            let m = model::load(&base.join(&first.onnx)).map_err(|e| format!("{e:#}"));
-            prepare.borrow_mut().insert(first.onnx.clone(), t.elapsed().as_secs_f64());
-            m
-        }) {
-            Err(e) => {
-                for inst in group {
-                    emit(inst, Record::error(&inst.onnx, &inst.vnnlib, e.clone()), None)?;
+    crate::live::while_running(&bar, &progress, || -> Result<()> {
+        for group in pending.chunk_by(|x, y| x.onnx == y.onnx && x.timeout == y.timeout) {
+            let first = group[0];
+            let imported = match models.entry(first.onnx.clone()).or_insert_with(|| {
+                let t = Instant::now();
+                let m = model::load(&base.join(&first.onnx)).map_err(|e| format!("{e:#}"));
+                prepare.borrow_mut().insert(first.onnx.clone(), t.elapsed().as_secs_f64());
+                m
+            }) {
+                Err(e) => {
+                    for inst in group {
+                        emit(inst, Record::error(&inst.onnx, &inst.vnnlib, e.clone()), None)?;
+                    }
+                    continue;
                 }
-                continue;
-            }
-            Ok(m) => &*m,
-        };
-        let net = &imported.network;
-        // Rows go out in instance order: a bad property file's error row
-        // waits for the results before it.
-        let mut ready: Vec<Option<(Record, Option<PathBuf>)>> = Vec::with_capacity(group.len());
-        let (mut jobs, mut member) = (Vec::new(), Vec::new());
-        for (k, inst) in group.iter().enumerate() {
-            match model::load_vnnlib(imported, &base.join(&inst.vnnlib)) {
-                Err(e) => ready.push(Some((Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")), None))),
-                Ok(property) => {
-                    ready.push(None);
-                    jobs.push(Job { name: inst.vnnlib.clone(), property });
-                    member.push(k);
+                Ok(m) => &*m,
+            };
+            let net = &imported.network;
+            // Rows go out in instance order: a bad property file's error row
+            // waits for the results before it.
+            let mut ready: Vec<Option<(Record, Option<PathBuf>)>> = Vec::with_capacity(group.len());
+            let (mut jobs, mut member) = (Vec::new(), Vec::new());
+            for (k, inst) in group.iter().enumerate() {
+                match model::load_vnnlib(imported, &base.join(&inst.vnnlib)) {
+                    Err(e) => ready.push(Some((Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")), None))),
+                    Ok(property) => {
+                        ready.push(None);
+                        jobs.push(Job { name: inst.vnnlib.clone(), property });
+                        member.push(k);
+                    }
                 }
             }
+            let mut opts = a.analysis.options(Some(first.timeout));
+            opts.progress = Some(progress.clone());
+            let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers(jobs.len(), a.analysis.batch));
+            let (mut next_job, mut next_row) = (0, 0);
+            let mut flush = |ready: &mut Vec<Option<(Record, Option<PathBuf>)>>, next_row: &mut usize| -> Result<()> {
+                while let Some((rec, cex)) = ready.get_mut(*next_row).and_then(Option::take) {
+                    emit(group[*next_row], rec, cex)?;
+                    *next_row += 1;
+                }
+                Ok(())
+            };
+            flush(&mut ready, &mut next_row)?;
+            engine::run_jobs_parallel(
+                &backend,
+                workers,
+                net,
+                &first.onnx,
+                &jobs,
+                &opts,
+                a.analysis.precision,
+                &mut |rec| {
+                    let k = member[next_job];
+                    next_job += 1;
+                    let mut cex = None;
+                    if let Some(x) = &rec.counterexample {
+                        std::fs::create_dir_all(&cex_dir)?;
+                        let y = polycert_deeppoly::eval::eval::<f32>(net, x);
+                        let path = cex_dir.join(cex_file_name(group[k]));
+                        write_cex(&path, &imported.from_ir_input(x), &y)?;
+                        cex = Some(path);
+                    }
+                    ready[k] = Some((rec, cex));
+                    flush(&mut ready, &mut next_row)
+                },
+            )?;
+            flush(&mut ready, &mut next_row)?;
         }
-        let opts = a.analysis.options(Some(first.timeout));
-        let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers(jobs.len(), a.analysis.batch));
-        let (mut next_job, mut next_row) = (0, 0);
-        let mut flush = |ready: &mut Vec<Option<(Record, Option<PathBuf>)>>, next_row: &mut usize| -> Result<()> {
-            while let Some((rec, cex)) = ready.get_mut(*next_row).and_then(Option::take) {
-                emit(group[*next_row], rec, cex)?;
-                *next_row += 1;
-            }
-            Ok(())
-        };
-        flush(&mut ready, &mut next_row)?;
-        engine::run_jobs_parallel(
-            &backend,
-            workers,
-            net,
-            &first.onnx,
-            &jobs,
-            &opts,
-            a.analysis.precision,
-            &mut |rec| {
-                let k = member[next_job];
-                next_job += 1;
-                let mut cex = None;
-                if let Some(x) = &rec.counterexample {
-                    std::fs::create_dir_all(&cex_dir)?;
-                    let y = polycert_deeppoly::eval::eval::<f32>(net, x);
-                    let path = cex_dir.join(cex_file_name(group[k]));
-                    write_cex(&path, &imported.from_ir_input(x), &y)?;
-                    cex = Some(path);
-                }
-                ready[k] = Some((rec, cex));
-                flush(&mut ready, &mut next_row)
-            },
-        )?;
-        flush(&mut ready, &mut next_row)?;
-    }
+        Ok(())
+    })?;
+    bar.finish_and_clear();
     if let Some(e) = first_error {
         bail!(InputError(format!("some instances failed; first error: {e}")));
     }
