@@ -25,7 +25,8 @@ pub struct Options {
     pub memory_budget: Option<usize>,
     /// Properties analysed together by [`Analyzer::analyze_batch`]
     /// and leaves a search analyses at once (default: as many as a quarter
-    /// of the memory budget holds, at most the backend's `batch_hint`;
+    /// of the memory budget holds, at most the backend's `batch_hint`, or
+    /// its `batch_neurons` over the network's neurons where that is more;
     /// given, at most [`crate::batch::MAX_BATCH`]; the interval arithmetic
     /// takes one).
     pub batch: Option<usize>,

@@ -145,6 +145,13 @@ pub trait Backend<T: Fp>: Send + Sync {
         crate::batch::DEFAULT_BATCH
     }
 
+    /// Neurons (summed over a property's nodes) that one batch works on
+    /// best, where this allows more properties per batch on small networks
+    /// than [`Self::batch_hint`] (up to [`crate::batch::SMALL_NET_BATCH`]).
+    fn batch_neurons(&self) -> Option<usize> {
+        None
+    }
+
     /// Whether the α/β search evaluates its relaxed bounds on this backend,
     /// every open row of a batch in the same GEMMs (`relaxed.rs`), rather
     /// than row by row on the host.

@@ -19,6 +19,9 @@ use std::time::Instant;
 /// The most sub-problems analysed together (`Options::batch`).
 pub const MAX_BATCH: usize = 1024;
 
+/// The largest default batch a backend's [`Backend::batch_neurons`] gives.
+pub const SMALL_NET_BATCH: usize = 128;
+
 /// The default batch of a backend that names none ([`Backend::batch_hint`]).
 pub const DEFAULT_BATCH: usize = 256;
 
@@ -59,7 +62,8 @@ pub(crate) type SlotResult = (Vec<f64>, bool);
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// How many properties [`Analyzer::analyze_batch`] should take at once:
     /// `Options::batch`, else as many run states as a quarter of the memory
-    /// budget holds, at most the backend's [`Backend::batch_hint`]. The
+    /// budget holds, at most the backend's [`Backend::batch_hint`] (or, on
+    /// small networks, what its [`Backend::batch_neurons`] allows). The
     /// interval arithmetic runs one property at a time.
     pub fn batch_capacity(&self) -> usize {
         if self.opts.arith == Arith::Interval {
@@ -70,7 +74,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let neurons: usize = self.net.nodes().iter().map(|n| n.shape.numel()).sum();
         let per_slot = neurons.max(1) * VALUES_PER_NEURON * std::mem::size_of::<T>();
-        (self.budget() / 4 / per_slot).clamp(1, self.backend.batch_hint().clamp(1, MAX_BATCH))
+        let mut hint = self.backend.batch_hint();
+        if let Some(total) = self.backend.batch_neurons() {
+            hint = hint.max((total / neurons.max(1)).min(SMALL_NET_BATCH));
+        }
+        (self.budget() / 4 / per_slot).clamp(1, hint.clamp(1, MAX_BATCH))
     }
 
     /// Decides a property. Sub-problems are analysed in order; the property
