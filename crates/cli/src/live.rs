@@ -8,7 +8,7 @@ use polycert_deeppoly::progress::{Progress, Snapshot};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// A bar over `jobs` properties, or a spinner for one.
+/// A bar over `jobs` properties, or a spinner (ticking by itself) for one.
 pub fn bar(jobs: usize) -> ProgressBar {
     let (b, template) = if jobs > 1 {
         (ProgressBar::new(jobs as u64), "{bar:40} {pos}/{len} {elapsed_precise} {msg}")
@@ -16,6 +16,9 @@ pub fn bar(jobs: usize) -> ProgressBar {
         (ProgressBar::new_spinner(), "{spinner} {elapsed_precise} {msg}")
     };
     b.set_style(ProgressStyle::with_template(template).expect("valid template"));
+    if jobs <= 1 {
+        b.enable_steady_tick(Duration::from_millis(200));
+    }
     b
 }
 

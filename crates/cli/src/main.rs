@@ -243,9 +243,6 @@ fn verify(a: VerifyArgs) -> Result<bool> {
     let progress = std::sync::Arc::new(polycert_deeppoly::progress::Progress::default());
     opts.progress = Some(progress.clone());
     let bar = live::bar(jobs.len());
-    if jobs.len() == 1 {
-        bar.enable_steady_tick(Duration::from_millis(200));
-    }
     let mut records = Vec::new();
     let stdout = std::io::stdout();
     let workers = a.analysis.jobs.unwrap_or_else(|| engine.default_workers(jobs.len(), a.analysis.batch));

@@ -113,7 +113,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
     let pending: Vec<&Instance> =
         instances.iter().filter(|i| !done.contains(&(i.onnx.clone(), i.vnnlib.clone()))).collect();
     let progress = std::sync::Arc::new(polycert_deeppoly::progress::Progress::default());
-    let bar = crate::live::bar(pending.len().max(2));
+    let bar = crate::live::bar(pending.len());
     let mut emit = |inst: &Instance, rec: Record, cex: Option<PathBuf>| -> Result<()> {
         let r = vnn_result(&rec.result);
         let prepare_seconds = prepare.borrow_mut().get_mut(&inst.onnx).map(std::mem::take).unwrap_or(0.0);

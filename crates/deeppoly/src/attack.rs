@@ -156,6 +156,11 @@ impl Schedule {
 /// to meet every half-space of a conjunction.
 const HINGE: f64 = 1e-3;
 
+/// `c·y − d`: how far `y` is from meeting the half-space (≤ 0 where it does).
+fn excess(h: &crate::property::Halfspace, y: &[f64]) -> f64 {
+    h.c.iter().zip(y).map(|(c, y)| c * y).sum::<f64>() - h.d
+}
+
 /// The half-space of a disjunct furthest from holding at `y`, and by how
 /// much: `max_k (c_k·y − d_k)` (at most 0 inside the region).
 pub(crate) fn worst_halfspace(sp: &SubProblem, disjunct: usize, y: &[f64]) -> Option<(usize, f64)> {
@@ -163,7 +168,7 @@ pub(crate) fn worst_halfspace(sp: &SubProblem, disjunct: usize, y: &[f64]) -> Op
         .get(disjunct)?
         .iter()
         .enumerate()
-        .map(|(k, h)| (k, h.c.iter().zip(y).map(|(c, y)| c * y).sum::<f64>() - h.d))
+        .map(|(k, h)| (k, excess(h, y)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
@@ -175,8 +180,7 @@ pub(crate) fn worst_halfspace(sp: &SubProblem, disjunct: usize, y: &[f64]) -> Op
 pub(crate) fn hinge_seed(conj: &[crate::property::Halfspace], y: &[f64], k: usize, scale: f64) -> Vec<f64> {
     let mut seed = conj[k].c.clone();
     for (j, h) in conj.iter().enumerate() {
-        let v = h.c.iter().zip(y).map(|(c, y)| c * y).sum::<f64>() - h.d;
-        if j != k && v > -HINGE * scale {
+        if j != k && excess(h, y) > -HINGE * scale {
             seed.iter_mut().zip(&h.c).for_each(|(s, c)| *s += c);
         }
     }
