@@ -81,6 +81,12 @@ pub struct AnalysisArgs {
     /// and keeps the tighter bounds. Fewer leaves, each dearer: off by default.
     #[arg(long)]
     intermediate_alpha: bool,
+    /// Refine every layer after a ReLU search leaf's split, even where that
+    /// makes few of its ReLUs stable. By default a layer whose refinement
+    /// stabilises under 2% of its unstable ReLUs in leaves is skipped
+    /// (and measured again every 16th round).
+    #[arg(long)]
+    refine_every_leaf: bool,
     /// Where the α/β search evaluates its relaxed bounds: `auto` (on CUDA,
     /// times both on the first rounds and keeps the faster; on the CPU, the
     /// host), `host` (row by row) or `backend` (every open row at once in its
@@ -141,6 +147,7 @@ impl AnalysisArgs {
             split_relus: !self.no_bab,
             optimize_slopes: !self.no_alpha,
             optimize_intermediate: self.intermediate_alpha,
+            gate_refinement: !self.refine_every_leaf,
             relaxed_on: match self.relaxed_on {
                 RelaxedOnArg::Auto => RelaxedOn::Auto,
                 RelaxedOnArg::Host => RelaxedOn::Host,

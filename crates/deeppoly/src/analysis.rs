@@ -60,6 +60,10 @@ pub struct Options {
     /// the H200 it saved a quarter of the leaves on 256x4 MNIST, and each
     /// round cost as much more.
     pub optimize_intermediate: bool,
+    /// Let a ReLU search's leaves skip refining a layer while that makes
+    /// too few of its ReLUs stable (`gate.rs`; on; `--refine-every-leaf`
+    /// turns it off). Either way is sound.
+    pub gate_refinement: bool,
     /// Where the α/β search evaluates its relaxed bounds (`relaxed.rs`).
     pub relaxed_on: RelaxedOn,
     /// Where branch and bound reports each round (for a progress display).
@@ -104,6 +108,7 @@ impl Default for Options {
             max_relu_leaves: 1 << 10,
             optimize_slopes: true,
             optimize_intermediate: false,
+            gate_refinement: true,
             relaxed_on: RelaxedOn::Auto,
             progress: None,
         }
@@ -242,7 +247,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub fn node_bounds(&self, input: &crate::property::InputBox) -> Result<Vec<NodeBounds>, AnalysisError> {
         let mut st = self.forward_pass(&[input])?;
         if self.opts.refine {
-            self.refine_all(&mut st, &[0], &[], &[], self.opts.timeout.map(|t| Instant::now() + t))?;
+            self.refine_all(&mut st, &[0], &[], &[], None, self.opts.timeout.map(|t| Instant::now() + t))?;
         }
         Ok(st
             .bounds

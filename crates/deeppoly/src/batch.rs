@@ -360,7 +360,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let _p = crate::profile::span("refine_all");
                 let after: Vec<Option<usize>> = within.iter().map(|w| w.after).collect();
                 let inter: Vec<_> = within.iter().map(|w| w.inter).collect();
-                self.refine_all(&mut st, &open, &after, &inter, deadline)?;
+                let gate = within.iter().find_map(|w| w.gate);
+                self.refine_all(&mut st, &open, &after, &inter, gate, deadline)?;
             }
             Self::check_consistent(&st)?;
             duals = self.choose_parameters(&st, sps, &open, within, &res);
@@ -406,6 +407,8 @@ pub(crate) struct Within<'p, T> {
     /// The lower slopes its refinement uses per layer (its search root's,
     /// `tighten.rs`).
     pub inter: Option<&'p LayerSlopes>,
+    /// Its search's per-layer refinement gate (`gate.rs`), if gated.
+    pub gate: Option<&'p crate::gate::RefineGate>,
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {

@@ -15,6 +15,7 @@ mod duals;
 pub mod eval;
 mod falsify;
 mod forward;
+mod gate;
 pub mod geom;
 pub mod infer;
 pub mod ir;

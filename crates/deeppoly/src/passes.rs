@@ -6,6 +6,7 @@ use crate::backend::{Backend, BackendError};
 use crate::backsub::{Coef, Goal, Rows};
 use crate::batch::SlotResult;
 use crate::forward::RunState;
+use crate::gate::RefineGate;
 use crate::geom::Geom;
 use crate::ir::Op;
 use crate::lagrange::LayerSlopes;
@@ -136,13 +137,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// is a valid lower line), and the tighter bound is kept. On the H200
     /// the root's tables alone left leaves deep in a 256x6 search looser
     /// than the relaxation's own slopes did (none proved in 20 s, against
-    /// 8,429 with both).
+    /// 8,429 with both). `gate`, where given (a ReLU search), skips a layer
+    /// in the slots with `after` (leaves) while refining it makes too few of
+    /// their ReLUs stable (`gate.rs`).
     pub(crate) fn refine_all(
         &self,
         st: &mut RunState<T, B::Buf>,
         slots: &[usize],
         after: &[Option<usize>],
         inter: &[Option<&LayerSlopes>],
+        gate: Option<&RefineGate>,
         deadline: Option<Instant>,
     ) -> Result<(), AnalysisError> {
         let last = self.net.nodes().len() - 1;
@@ -164,7 +168,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let shape = self.net.node(p).shape;
             let n = shape.numel();
             let b = &st.bounds[p];
-            let skip = |s: usize| st.empty[s] || after.get(s).copied().flatten().is_some_and(|a| p <= a);
+            let leaf = |s: usize| after.get(s).copied().flatten().is_some();
+            // The gate is asked only when leaves would refine this layer.
+            let gated = gate.is_some_and(|g| {
+                slots.iter().any(|&s| !st.empty[s] && after.get(s).copied().flatten().is_some_and(|a| p > a))
+                    && !g.open(p)
+            });
+            let skip =
+                |s: usize| st.empty[s] || (gated && leaf(s)) || after.get(s).copied().flatten().is_some_and(|a| p <= a);
             let live: Vec<usize> = slots.iter().copied().filter(|&s| !skip(s)).collect();
             // (slot, neuron) pairs; table index slot·n + neuron.
             let unstable: Vec<(usize, usize)> = live
@@ -215,6 +226,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let e = if lower { &mut lbs[t].0 } else { &mut lbs[t].1 };
                     *e = e.max(v);
                 }
+            }
+            if let Some(g) = gate.filter(|_| live.iter().any(|&s| leaf(s))) {
+                let b = &st.bounds[p];
+                let (mut n_leaf, mut stable) = (0, 0);
+                for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs).filter(|((s, _), _)| leaf(*s)) {
+                    n_leaf += 1;
+                    let lo = fp::from_f64_down::<T>(l).max(b.lo[s * n + i]);
+                    let hi = fp::from_f64_up::<T>(-u).min(b.hi[s * n + i]);
+                    stable += usize::from(!crate::relax::unstable(lo, hi));
+                }
+                g.record(p, n_leaf, stable);
             }
             let b = &mut st.bounds[p];
             for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs) {

@@ -176,6 +176,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (mut analysed, mut stuck) = (0, 0);
         let live = crate::progress::Progress::live(self.opts.progress.as_deref());
         let mut picks = Picks::default();
+        let gate = (how == Branching::Relus && self.opts.gate_refinement).then(crate::gate::RefineGate::default);
         let (mut share, mut restarts) = (Share::new(), (Share::new(), 0u32));
         while !open.is_empty() {
             live.round(stats.leaves_proved, open.len() + stuck, stats.best_bound);
@@ -206,6 +207,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     betas: &l.betas,
                     slopes: l.slopes.as_deref(),
                     inter: l.inter.as_deref(),
+                    gate: gate.as_ref(),
                 })
                 .collect();
             let (res, bounds, mut duals) = match self.analyze_within(&refs, &within, deadline) {

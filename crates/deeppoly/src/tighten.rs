@@ -54,7 +54,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<(NodeBounds<T>, LayerSlopes), AnalysisError> {
         let mut st = self.forward_pass(&[input])?;
         if self.opts.refine {
-            self.refine_all(&mut st, &[0], &[], &[], deadline)?;
+            self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
         }
         let (mut inter, gains) = self.tighten_intermediate(&mut st, deadline)?;
         for (t, g) in inter.iter_mut().zip(gains) {
@@ -112,7 +112,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             gains[p] = [0, 1].map(|k| tables[k].as_ref().map_or(0.0, |t| t.1));
             inter[p] = tables.map(|t| t.map(|t| t.0));
-            self.refine_all(st, &[0], &[Some(p - 1)], &[Some(&inter)], deadline)?;
+            self.refine_all(st, &[0], &[Some(p - 1)], &[Some(&inter)], None, deadline)?;
         }
         Ok((inter, gains))
     }

@@ -517,6 +517,14 @@ macro_rules! backend_conformance_tests {
                 $crate::conformance::refinement_uses_layer_slopes::<_, f32>(&$make);
             }
             #[test]
+            fn gated_leaves_skip_a_layer_f64() {
+                $crate::conformance::gated_leaves_skip_a_layer::<_, f64>(&$make);
+            }
+            #[test]
+            fn gated_leaves_skip_a_layer_f32() {
+                $crate::conformance::gated_leaves_skip_a_layer::<_, f32>(&$make);
+            }
+            #[test]
             fn batch_equals_alone_f64() {
                 $crate::conformance::batch_equals_alone::<_, f64>(&$make);
             }

@@ -238,7 +238,7 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
     let mut inter: crate::lagrange::LayerSlopes = vec![[None, None]; net.nodes().len()];
     inter[q] = [Some(half.clone()), Some(half)];
     let mut st = a.forward_pass(&[&input, &input]).expect("forward");
-    a.refine_all(&mut st, &[0, 1], &[], &[Some(&inter), None], None).expect("refine");
+    a.refine_all(&mut st, &[0, 1], &[], &[Some(&inter), None], None, None).expect("refine");
     let (lo, hi) = (&st.bounds[q].lo, &st.bounds[q].hi);
     let f = |v: T| v.to_f64_exact();
     assert!((-1e-5..=0.0).contains(&f(lo[0])), "with the table: q ≥ {}", f(lo[0]));
@@ -252,4 +252,47 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
     for (k, &g) in got.iter().enumerate() {
         assert_eq!(g, crate::relax::relu_relax(b.lo[k], b.hi[k], a.opts.relu_lower).lam_lo, "slot {k}");
     }
+}
+
+/// The refinement gate (`gate.rs`): with `q = relu(s) − s/2` over
+/// `s ∈ [−1, 1]`, refinement bounds `q ≤ ½`. A leaf slot (one with `after`)
+/// keeps its forward bound on `q` while the gate has closed `q`'s layer; the
+/// root slot beside it is refined all the same, and an open gate refines
+/// the leaf too and measures it.
+pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
+    use crate::gate::{RefineGate, WARMUP};
+    use crate::ir::Op::{Concat, Dense, Relu};
+    let mut net = Network::new(Shape::flat(1));
+    let s = net.push("s", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", Relu, &[s]).expect("relu");
+    let rs = net.push("rs", Concat, &[r, s]).expect("concat");
+    let q = net.push("q", Dense { weight: vec![1.0, -0.5], bias: vec![0.0], out: 1 }, &[rs]).expect("q");
+    let rq = net.push("rq", Relu, &[q]).expect("relu q");
+    net.push("y", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[rq]).expect("y");
+    let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
+    let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
+    let after = [None, Some(s)];
+    let f = |v: T| v.to_f64_exact();
+    let closed = RefineGate::default();
+    for _ in 0..WARMUP {
+        closed.record(q, 100, 0);
+    }
+    let mut st = a.forward_pass(&[&input, &input]).expect("forward");
+    let before = f(st.bounds[q].hi[1]);
+    assert!(before > 0.6, "the forward pass alone: q ≤ {before}");
+    a.refine_all(&mut st, &[0, 1], &after, &[], Some(&closed), None).expect("refine");
+    let hi: Vec<f64> = st.bounds[q].hi.iter().map(|&v| f(v)).collect();
+    assert!((0.5..=0.5 + 1e-5).contains(&hi[0]), "root refined: q ≤ {}", hi[0]);
+    assert_eq!(hi[1], before, "gated leaf keeps its forward bound");
+    let open = RefineGate::default();
+    let mut st = a.forward_pass(&[&input, &input]).expect("forward");
+    a.refine_all(&mut st, &[0, 1], &after, &[], Some(&open), None).expect("refine");
+    let hi = f(st.bounds[q].hi[1]);
+    assert!((0.5..=0.5 + 1e-5).contains(&hi), "open gate: leaf refined, q ≤ {hi}");
+    // The leaf's one unstable ReLU input at q stayed unstable: measured at 0,
+    // the gate closes after its warm-up.
+    for _ in 1..WARMUP {
+        open.record(q, 1, 0);
+    }
+    assert!(!open.open(q));
 }
