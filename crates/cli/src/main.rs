@@ -83,7 +83,8 @@ pub struct AnalysisArgs {
     intermediate_alpha: bool,
     /// Refine every layer after a ReLU search leaf's split, even where that
     /// makes few of its ReLUs stable. By default a layer whose refinement
-    /// stabilises under 2% of its unstable ReLUs in leaves is skipped
+    /// gains under 0.5% in leaves (of its unstable ReLUs made stable, or of
+    /// their width) is skipped
     /// (and measured again every 16th round).
     #[arg(long)]
     refine_every_leaf: bool,

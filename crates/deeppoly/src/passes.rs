@@ -138,8 +138,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// the root's tables alone left leaves deep in a 256x6 search looser
     /// than the relaxation's own slopes did (none proved in 20 s, against
     /// 8,429 with both). `gate`, where given (a ReLU search), skips a layer
-    /// in the slots with `after` (leaves) while refining it makes too few of
-    /// their ReLUs stable (`gate.rs`).
+    /// in the slots with `after` (leaves) while refining it gains too little
+    /// there (`gate.rs`).
     pub(crate) fn refine_all(
         &self,
         st: &mut RunState<T, B::Buf>,
@@ -229,14 +229,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             if let Some(g) = gate.filter(|_| live.iter().any(|&s| leaf(s))) {
                 let b = &st.bounds[p];
-                let (mut n_leaf, mut stable) = (0, 0);
+                let (mut n_leaf, mut stable, mut before, mut after) = (0, 0, 0.0, 0.0);
                 for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs).filter(|((s, _), _)| leaf(*s)) {
+                    let (l0, h0) = (b.lo[s * n + i], b.hi[s * n + i]);
+                    let lo = fp::from_f64_down::<T>(l).max(l0);
+                    let hi = fp::from_f64_up::<T>(-u).min(h0);
                     n_leaf += 1;
-                    let lo = fp::from_f64_down::<T>(l).max(b.lo[s * n + i]);
-                    let hi = fp::from_f64_up::<T>(-u).min(b.hi[s * n + i]);
                     stable += usize::from(!crate::relax::unstable(lo, hi));
+                    before += (h0 - l0).to_f64().unwrap_or(f64::INFINITY);
+                    after += (hi - lo).to_f64().unwrap_or(f64::INFINITY).max(0.0);
                 }
-                g.record(p, n_leaf, stable);
+                g.record(p, n_leaf, stable, before, after);
             }
             let b = &mut st.bounds[p];
             for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs) {
