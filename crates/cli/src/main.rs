@@ -83,7 +83,7 @@ pub struct AnalysisArgs {
     intermediate_alpha: bool,
     /// Refine every layer after a ReLU search leaf's split, even where that
     /// makes few of its ReLUs stable. By default a layer whose refinement
-    /// gains under 0.5% in leaves (of its unstable ReLUs made stable, or of
+    /// gains under 1% in leaves (of its unstable ReLUs made stable, or of
     /// their width) is skipped
     /// (and measured again every 16th round).
     #[arg(long)]
