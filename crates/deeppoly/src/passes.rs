@@ -229,17 +229,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             if let Some(g) = gate.filter(|_| live.iter().any(|&s| leaf(s))) {
                 let b = &st.bounds[p];
-                let (mut n_leaf, mut stable, mut before, mut after) = (0, 0, 0.0, 0.0);
+                // Over the leaves' pairs: unstable, made stable, summed width before and after.
+                let (mut n_leaf, mut stable, mut w0, mut w1) = (0, 0, 0.0, 0.0);
                 for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs).filter(|((s, _), _)| leaf(*s)) {
                     let (l0, h0) = (b.lo[s * n + i], b.hi[s * n + i]);
                     let lo = fp::from_f64_down::<T>(l).max(l0);
                     let hi = fp::from_f64_up::<T>(-u).min(h0);
                     n_leaf += 1;
                     stable += usize::from(!crate::relax::unstable(lo, hi));
-                    before += (h0 - l0).to_f64().unwrap_or(f64::INFINITY);
-                    after += (hi - lo).to_f64().unwrap_or(f64::INFINITY).max(0.0);
+                    w0 += (h0 - l0).to_f64().unwrap_or(f64::INFINITY);
+                    w1 += (hi - lo).to_f64().unwrap_or(f64::INFINITY).max(0.0);
                 }
-                g.record(p, n_leaf, stable, before, after);
+                g.record(p, n_leaf, stable, w0, w1);
             }
             let b = &mut st.bounds[p];
             for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs) {
