@@ -82,10 +82,9 @@ pub struct AnalysisArgs {
     #[arg(long)]
     intermediate_alpha: bool,
     /// Refine every layer after a ReLU search leaf's split, even where that
-    /// makes few of its ReLUs stable. By default a layer whose refinement
-    /// gains under 1% in leaves (of its unstable ReLUs made stable, or of
-    /// their width) is skipped
-    /// (and measured again every 16th round).
+    /// gains little. By default a layer whose refinement gains under 1% in
+    /// leaves (of its unstable ReLUs made stable, or of their width) is
+    /// skipped there (and measured again every 16th round).
     #[arg(long)]
     refine_every_leaf: bool,
     /// Where the α/β search evaluates its relaxed bounds: `auto` (on CUDA,

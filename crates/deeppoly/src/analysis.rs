@@ -60,9 +60,9 @@ pub struct Options {
     /// the H200 it saved a quarter of the leaves on 256x4 MNIST, and each
     /// round cost as much more.
     pub optimize_intermediate: bool,
-    /// Let a ReLU search's leaves skip refining a layer while that makes
-    /// too few of its ReLUs stable (`gate.rs`; on; `--refine-every-leaf`
-    /// turns it off). Either way is sound.
+    /// Let a ReLU search's leaves skip refining a layer while that gains
+    /// too little there (`gate.rs`; on; `--refine-every-leaf` turns it
+    /// off). Either way is sound.
     pub gate_refinement: bool,
     /// Where the α/β search evaluates its relaxed bounds (`relaxed.rs`).
     pub relaxed_on: RelaxedOn,

@@ -7,6 +7,7 @@
 use crate::analysis::{AnalysisError, Analyzer, falsify_centre};
 use crate::backend::{Arith, Backend};
 use crate::forward::RunState;
+use crate::gate::RefineGate;
 use crate::lagrange::{LayerSlopes, Slopes, SplitConstraint};
 use crate::pgd::{Start, Target};
 use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
@@ -302,19 +303,21 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         sps: &[&SubProblem],
         deadline: Option<Instant>,
     ) -> Result<Vec<SlotResult>, AnalysisError> {
-        Ok(self.analyze_state(sps, &[], deadline)?.0)
+        Ok(self.analyze_state(sps, &[], None, deadline)?.0)
     }
 
     /// [`Analyzer::analyze_subproblems`] for search leaves (see [`Within`]);
     /// also returns every open slot's final node bounds (none for a proved
-    /// slot) and the rows' β.
+    /// slot) and the rows' β. `gate`, where given, is the search's
+    /// refinement gate (`gate.rs`).
     pub(crate) fn analyze_within(
         &self,
         sps: &[&SubProblem],
         within: &[Within<'_, T>],
+        gate: Option<&RefineGate>,
         deadline: Option<Instant>,
     ) -> Result<Searched<T>, AnalysisError> {
-        let (res, st, duals) = self.analyze_state(sps, within, deadline)?;
+        let (res, st, duals) = self.analyze_state(sps, within, gate, deadline)?;
         // Only open slots are split further: a proved one's bounds are not copied.
         let bounds = (0..sps.len())
             .map(|s| {
@@ -336,6 +339,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         sps: &[&SubProblem],
         within: &[Within<'_, T>],
+        gate: Option<&RefineGate>,
         deadline: Option<Instant>,
     ) -> Result<Analysed<T, B::Buf>, AnalysisError> {
         if sps.is_empty() {
@@ -360,7 +364,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let _p = crate::profile::span("refine_all");
                 let after: Vec<Option<usize>> = within.iter().map(|w| w.after).collect();
                 let inter: Vec<_> = within.iter().map(|w| w.inter).collect();
-                let gate = within.iter().find_map(|w| w.gate);
                 self.refine_all(&mut st, &open, &after, &inter, gate, deadline)?;
             }
             Self::check_consistent(&st)?;
@@ -407,8 +410,6 @@ pub(crate) struct Within<'p, T> {
     /// The lower slopes its refinement uses per layer (its search root's,
     /// `tighten.rs`).
     pub inter: Option<&'p LayerSlopes>,
-    /// Its search's per-layer refinement gate (`gate.rs`), if gated.
-    pub gate: Option<&'p crate::gate::RefineGate>,
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {

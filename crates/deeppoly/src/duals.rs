@@ -43,7 +43,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Duals {
         let _p = crate::profile::span("lagrange");
         let slopes = self.opts.optimize_slopes;
-        let none = Within { prior: None, after: None, splits: &[], betas: &[], slopes: None, inter: None, gate: None };
+        let none = Within { prior: None, after: None, splits: &[], betas: &[], slopes: None, inter: None };
         let jobs: Vec<usize> = open
             .iter()
             .copied()

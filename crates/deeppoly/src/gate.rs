@@ -13,8 +13,8 @@
 //! Skipping a layer is sound: its bounds stay the parent's, intersected
 //! with the forward pass.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// The average gain of a layer's refinement in leaves (the larger of the
 /// share of its unstable ReLUs made stable and the share of their summed
@@ -43,13 +43,13 @@ struct Gain {
 /// One search's per-layer gate (keyed by the ReLU's input node).
 #[derive(Debug, Default)]
 pub(crate) struct RefineGate {
-    layers: Mutex<HashMap<usize, Gain>>,
+    layers: RefCell<HashMap<usize, Gain>>,
 }
 
 impl RefineGate {
     /// Whether leaves refine layer `p` this round (counts a skipped round).
     pub(crate) fn open(&self, p: usize) -> bool {
-        let mut layers = self.layers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut layers = self.layers.borrow_mut();
         let g = layers.entry(p).or_default();
         if g.seen < WARMUP || g.share >= MIN_GAIN {
             return true;
@@ -71,7 +71,7 @@ impl RefineGate {
         }
         let narrowed = if before > 0.0 && before.is_finite() { (1.0 - after / before).max(0.0) } else { 0.0 };
         let share = (stabilised as f64 / unstable as f64).max(narrowed);
-        let mut layers = self.layers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut layers = self.layers.borrow_mut();
         let g = layers.entry(p).or_default();
         g.share = if g.seen == 0 { share } else { (1.0 - DECAY) * g.share + DECAY * share };
         g.seen += 1;

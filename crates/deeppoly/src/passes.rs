@@ -168,14 +168,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let shape = self.net.node(p).shape;
             let n = shape.numel();
             let b = &st.bounds[p];
-            let leaf = |s: usize| after.get(s).copied().flatten().is_some();
+            // A leaf's last node shared with its parent (`None`: not a leaf).
+            let split = |s: usize| after.get(s).copied().flatten();
             // The gate is asked only when leaves would refine this layer.
-            let gated = gate.is_some_and(|g| {
-                slots.iter().any(|&s| !st.empty[s] && after.get(s).copied().flatten().is_some_and(|a| p > a))
-                    && !g.open(p)
-            });
-            let skip =
-                |s: usize| st.empty[s] || (gated && leaf(s)) || after.get(s).copied().flatten().is_some_and(|a| p <= a);
+            let gated = gate
+                .is_some_and(|g| slots.iter().any(|&s| !st.empty[s] && split(s).is_some_and(|a| p > a)) && !g.open(p));
+            let skip = |s: usize| st.empty[s] || split(s).is_some_and(|a| gated || p <= a);
             let live: Vec<usize> = slots.iter().copied().filter(|&s| !skip(s)).collect();
             // (slot, neuron) pairs; table index slot·n + neuron.
             let unstable: Vec<(usize, usize)> = live
@@ -227,30 +225,30 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     *e = e.max(v);
                 }
             }
-            if let Some(g) = gate.filter(|_| live.iter().any(|&s| leaf(s))) {
-                let b = &st.bounds[p];
-                // Over the leaves' pairs: unstable, made stable, summed width before and after.
-                let (mut n_leaf, mut stable, mut w0, mut w1) = (0, 0, 0.0, 0.0);
-                for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs).filter(|((s, _), _)| leaf(*s)) {
-                    let (l0, h0) = (b.lo[s * n + i], b.hi[s * n + i]);
-                    let lo = fp::from_f64_down::<T>(l).max(l0);
-                    let hi = fp::from_f64_up::<T>(-u).min(h0);
-                    n_leaf += 1;
-                    stable += usize::from(!crate::relax::unstable(lo, hi));
-                    w0 += (h0 - l0).to_f64().unwrap_or(f64::INFINITY);
-                    w1 += (hi - lo).to_f64().unwrap_or(f64::INFINITY).max(0.0);
-                }
-                g.record(p, n_leaf, stable, w0, w1);
-            }
+            // What refining gained in the leaves, for the gate: pairs, made
+            // stable, summed width before and after.
+            let measure = gate.is_some() && live.iter().any(|&s| split(s).is_some());
+            let width = |lo: T, hi: T| (hi - lo).to_f64().unwrap_or(f64::INFINITY).max(0.0);
+            let (mut pairs, mut stable, mut w0, mut w1) = (0, 0, 0.0, 0.0);
             let b = &mut st.bounds[p];
             for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs) {
                 let i = s * n + i;
+                let before = width(b.lo[i], b.hi[i]);
                 let (l, h) = (fp::from_f64_down(l), fp::from_f64_up(-u));
                 RunState::intersect(b, &mut st.empty, n, i, l, h);
                 if st.empty[s] && !st.within {
                     let msg = format!("inconsistent bounds for neuron {} of '{}'", i % n.max(1), self.net.node(p).name);
                     return Err(BackendError::Failure(msg).into());
                 }
+                if measure && split(s).is_some() {
+                    pairs += 1;
+                    stable += usize::from(!crate::relax::unstable(b.lo[i], b.hi[i]));
+                    w0 += before;
+                    w1 += width(b.lo[i], b.hi[i]);
+                }
+            }
+            if let Some(g) = gate.filter(|_| measure) {
+                g.record(p, pairs, stable, w0, w1);
             }
             b.dev = None;
             st.invalidate_from(p);

@@ -207,10 +207,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     betas: &l.betas,
                     slopes: l.slopes.as_deref(),
                     inter: l.inter.as_deref(),
-                    gate: gate.as_ref(),
                 })
                 .collect();
-            let (res, bounds, mut duals) = match self.analyze_within(&refs, &within, deadline) {
+            let (res, bounds, mut duals) = match self.analyze_within(&refs, &within, gate.as_ref(), deadline) {
                 Err(AnalysisError::Timeout) => {
                     stats.leaves_open += open.len() + leaves.len() + stuck;
                     return Ok(Search::Open { timed_out: true });

@@ -215,14 +215,10 @@ pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
     assert_eq!(run(Options { split_relus: false, ..one_leaf }).verdict, Verdict::Unknown);
 }
 
-/// Refinement with a layer's slope tables (`Within::inter`, what a search's
-/// leaves inherit from its root): `q = relu(s) − s/2` over `s ∈ [−1, 1]`.
-/// The relaxation's own lower slope 0 on `relu(s)` gives `q ≥ −½`; the
-/// table's ½ gives `q ≥ 0`. The upper end pays `relu(s)`'s upper line, so
-/// its table changes nothing: `q ≤ ½` either way. A slot without tables in the same batch keeps `−½`, and
-/// afterwards the ReLU's lower slopes are the relaxation's own again.
-pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
-    use crate::forward::Step;
+/// `y = relu(q)` with `q = relu(s) − s/2` and `s = x` (one input): the
+/// network of the refinement cases below, with the nodes `[s, r, q]`
+/// (`r = relu(s)`).
+fn refinement_net() -> (Network, [crate::ir::NodeId; 3]) {
     use crate::ir::Op::{Concat, Dense, Relu};
     let mut net = Network::new(Shape::flat(1));
     let s = net.push("s", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[0]).expect("s");
@@ -231,6 +227,18 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
     let q = net.push("q", Dense { weight: vec![1.0, -0.5], bias: vec![0.0], out: 1 }, &[rs]).expect("q");
     let rq = net.push("rq", Relu, &[q]).expect("relu q");
     net.push("y", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[rq]).expect("y");
+    (net, [s, r, q])
+}
+
+/// Refinement with a layer's slope tables (`Within::inter`, what a search's
+/// leaves inherit from its root): `q = relu(s) − s/2` over `s ∈ [−1, 1]`.
+/// The relaxation's own lower slope 0 on `relu(s)` gives `q ≥ −½`; the
+/// table's ½ gives `q ≥ 0`. The upper end pays `relu(s)`'s upper line, so
+/// its table changes nothing: `q ≤ ½` either way. A slot without tables in the same batch keeps `−½`, and
+/// afterwards the ReLU's lower slopes are the relaxation's own again.
+pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
+    use crate::forward::Step;
+    let (net, [s, r, q]) = refinement_net();
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
     let mut half: crate::lagrange::Slopes = vec![Vec::new(); net.nodes().len()];
@@ -261,14 +269,7 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
 /// refines the leaf too and measures it.
 pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
     use crate::gate::{PROBE_EVERY, RefineGate, WARMUP};
-    use crate::ir::Op::{Concat, Dense, Relu};
-    let mut net = Network::new(Shape::flat(1));
-    let s = net.push("s", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[0]).expect("s");
-    let r = net.push("r", Relu, &[s]).expect("relu");
-    let rs = net.push("rs", Concat, &[r, s]).expect("concat");
-    let q = net.push("q", Dense { weight: vec![1.0, -0.5], bias: vec![0.0], out: 1 }, &[rs]).expect("q");
-    let rq = net.push("rq", Relu, &[q]).expect("relu q");
-    net.push("y", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[rq]).expect("y");
+    let (net, [s, _, q]) = refinement_net();
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
     let after = [None, Some(s)];
