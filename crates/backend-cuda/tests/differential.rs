@@ -67,3 +67,23 @@ fn cpu_and_gpu_agree_f32() {
     compare::<f32>(&gpu, Arith::Point);
     compare::<f32>(&gpu, Arith::Interval);
 }
+
+/// Uploads and downloads from one value to 20 MiB give back the values
+/// sent, and the device holds them: `x + x` there is `2x` here.
+fn transfers<T: Fp>(gpu: &impl Backend<T>) {
+    let mut rng = SplitMix(7);
+    for n in [1, 1000, (1 << 20) / std::mem::size_of::<T>() + 3, (20 << 20) / std::mem::size_of::<T>() + 5] {
+        let v: Vec<T> = (0..n).map(|_| T::from_f64_nearest(rng.weight(8.0))).collect();
+        let buf = gpu.upload(&v).unwrap();
+        assert!(gpu.download(&buf).unwrap() == v, "round trip of {n} values");
+        let twice = gpu.download(&gpu.pointwise(polycert_deeppoly::Pointwise::Add(&buf, &buf)).unwrap()).unwrap();
+        assert!(twice.iter().zip(&v).all(|(&d, &x)| d == x + x), "device copy of {n} values");
+    }
+}
+
+#[test]
+fn transfers_round_trip() {
+    let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
+    transfers::<f64>(&gpu);
+    transfers::<f32>(&gpu);
+}
