@@ -14,6 +14,9 @@ use polycert_interval::Fp;
 use rayon::prelude::*;
 use std::time::Instant;
 
+/// The fewest open rows the host evaluates as one batch (`hostrows.rs`).
+const HOST_BATCH_ROWS: usize = 32;
+
 /// One open slot's share of the α/β search: its rows, bounds, constant
 /// intervals (as rounding offsets) and split constraints.
 struct Job<'j, T> {
@@ -121,6 +124,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // What the backend did not finish (an exact leaf's long search, a
         // network it does not evaluate) ends on the host.
         let _h = crate::profile::span("lagrange.host");
+        if !on_backend {
+            self.search_on_host_rows(&prepared, &mut searches);
+        }
         let chosen: Vec<(usize, Vec<usize>, Option<Chosen>, usize)> = prepared
             .into_par_iter()
             .zip(searches)
@@ -152,6 +158,56 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         duals
+    }
+
+    /// Steps the searches of at most `lagrange::STEPS` steps together while
+    /// they have at least [`HOST_BATCH_ROWS`] open rows, every row's relaxed
+    /// bound per step from one batched host evaluation (`hostrows.rs`), on a
+    /// network of dense layers and ReLUs; the rest finish in
+    /// `finish_on_host`. A search whose bound is not finite ends without a
+    /// choice, as there.
+    fn search_on_host_rows(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>]) {
+        if !crate::hostrows::supported(self.net) {
+            return;
+        }
+        let specs: Vec<Vec<RowSpec<'_, T>>> = jobs
+            .iter()
+            .map(|j| {
+                j.rows
+                    .iter()
+                    .map(|r| RowSpec { bounds: &j.view, offsets: &j.offsets, c: r.c, splits: j.splits })
+                    .collect()
+            })
+            .collect();
+        // An exact leaf's long search, and the last few rows, finish row by
+        // row: a GEMM over a handful of rows costs more than their products.
+        let short = |s: &SlotSearch| s.steps() <= STEPS && !s.done();
+        loop {
+            let live: Vec<usize> = (0..jobs.len()).filter(|&k| searches[k].as_ref().is_some_and(short)).collect();
+            if live.iter().map(|&k| jobs[k].rows.len()).sum::<usize>() < HOST_BATCH_ROWS {
+                return;
+            }
+            let evals = {
+                let (mut rows, mut alpha, mut beta) = (Vec::new(), Vec::new(), Vec::new());
+                for &k in &live {
+                    let s = searches[k].as_ref().expect("live");
+                    for (spec, b) in specs[k].iter().zip(s.betas()) {
+                        rows.push(spec);
+                        alpha.push(s.alpha());
+                        beta.push(&b[..]);
+                    }
+                }
+                crate::hostrows::eval_rows(self.net, &rows, &alpha, &beta, self.opts.relu_lower)
+            };
+            let mut evals = evals.into_iter();
+            for &k in &live {
+                let e: Option<Vec<crate::lagrange::Eval>> = evals.by_ref().take(jobs[k].rows.len()).collect();
+                match e {
+                    Some(e) => searches[k].as_mut().expect("live").update(e),
+                    None => searches[k] = None,
+                }
+            }
+        }
     }
 
     /// Runs the searches of at most `lagrange::STEPS` steps together, every

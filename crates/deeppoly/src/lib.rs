@@ -17,6 +17,7 @@ mod falsify;
 mod forward;
 mod gate;
 pub mod geom;
+mod hostrows;
 pub mod infer;
 pub mod ir;
 pub(crate) mod lagrange;
