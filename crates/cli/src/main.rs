@@ -89,8 +89,9 @@ pub struct AnalysisArgs {
     refine_every_leaf: bool,
     /// Where the α/β search evaluates its relaxed bounds: `auto` (on CUDA,
     /// times both on the first rounds and keeps the faster; on the CPU, the
-    /// host), `host` (row by row) or `backend` (every open row at once in its
-    /// GEMMs).
+    /// host), `host` (row by row), `backend` (every open row at once in its
+    /// GEMMs) or `host-rows` (an experiment: the host, each dense layer one
+    /// GEMM over the open rows).
     #[arg(long, value_enum, default_value = "auto")]
     relaxed_on: RelaxedOnArg,
     /// Worker threads, each analysing its own batches (on CUDA, each with its
@@ -118,6 +119,7 @@ enum RelaxedOnArg {
     Auto,
     Host,
     Backend,
+    HostRows,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -152,6 +154,7 @@ impl AnalysisArgs {
                 RelaxedOnArg::Auto => RelaxedOn::Auto,
                 RelaxedOnArg::Host => RelaxedOn::Host,
                 RelaxedOnArg::Backend => RelaxedOn::Backend,
+                RelaxedOnArg::HostRows => RelaxedOn::HostRows,
             },
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,

@@ -86,6 +86,11 @@ pub enum RelaxedOn {
     Host,
     /// Every open row of a batch at once in the backend's GEMMs.
     Backend,
+    /// On the host, the open rows of a batch together, each dense layer one
+    /// GEMM over them (`hostrows.rs`; networks of dense layers and ReLUs,
+    /// others row by row). An experiment: on a 2-core CPU it ran as fast as
+    /// `Host`; not yet measured on a many-core GPU host.
+    HostRows,
 }
 
 impl Default for Options {

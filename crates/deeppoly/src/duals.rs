@@ -114,7 +114,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         drop(prep);
         let auto = self.opts.relaxed_on == RelaxedOn::Auto && self.backend.offload_relaxed();
         let on_backend = match self.opts.relaxed_on {
-            RelaxedOn::Host => false,
+            RelaxedOn::Host | RelaxedOn::HostRows => false,
             RelaxedOn::Backend => true,
             RelaxedOn::Auto => auto && self.relaxed_clock.borrow().pick_backend(),
         };
@@ -124,7 +124,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // What the backend did not finish (an exact leaf's long search, a
         // network it does not evaluate) ends on the host.
         let _h = crate::profile::span("lagrange.host");
-        if !on_backend {
+        if self.opts.relaxed_on == RelaxedOn::HostRows {
             self.search_on_host_rows(&prepared, &mut searches);
         }
         let chosen: Vec<(usize, Vec<usize>, Option<Chosen>, usize)> = prepared

@@ -4,6 +4,7 @@
 //! weights are read once per pass instead of once per row (the per-row
 //! matrix-vector products are memory-bound). Plain f64 with sums in any
 //! order, as the per-row version: only the choice of α and β depends on it.
+//! Used with `RelaxedOn::HostRows` (an experiment, off by default).
 
 use crate::ir::{Network, NodeId, Op};
 use crate::lagrange::{Eval, Slopes};

@@ -517,6 +517,10 @@ macro_rules! backend_conformance_tests {
                 $crate::conformance::refinement_uses_layer_slopes::<_, f32>(&$make);
             }
             #[test]
+            fn host_rows_search_agrees_f64() {
+                $crate::conformance::host_rows_search_agrees::<_, f64>(&$make);
+            }
+            #[test]
             fn gated_leaves_skip_a_layer_f64() {
                 $crate::conformance::gated_leaves_skip_a_layer::<_, f64>(&$make);
             }

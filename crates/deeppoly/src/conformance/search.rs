@@ -298,3 +298,28 @@ pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
     assert!((0.5..=0.5 + 1e-5).contains(&hi), "probe: leaf refined, q ≤ {hi}");
     assert!(closed.open(q), "the probe's gain reopens the layer");
 }
+
+/// The α/β search's host evaluators agree: on a random MLP whose box is not
+/// robust, a search of about 100 leaves (64 a round, so `RelaxedOn::HostRows`
+/// batches their rows) ends with the same counterexample row by row and in
+/// batches, after as many leaves (the same search up to summation order).
+pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
+    let mut rng = crate::testnets::SplitMix(31);
+    let net = crate::testnets::random_mlp(&mut rng, &[24, 40, 40, 40, 5]);
+    let c: Vec<f64> = (0..24).map(|_| rng.unit()).collect();
+    let y = crate::eval::eval::<f64>(&net, &c);
+    let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).expect("outputs");
+    let input = InputBox::new(c.iter().map(|v| v - 0.02).collect(), c.iter().map(|v| v + 0.02).collect()).expect("box");
+    let prop = Property::robustness("p", input, label, y.len()).expect("prop");
+    let run = |on| {
+        let o =
+            Options { relaxed_on: on, batch: Some(64), max_relu_leaves: 2000, attack_steps: 0, ..opts(Arith::Point) };
+        Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis")
+    };
+    let (h, r) = (run(crate::RelaxedOn::Host), run(crate::RelaxedOn::HostRows));
+    let (hs, rs) = (h.search.expect("search ran"), r.search.expect("search ran"));
+    assert!(matches!(h.verdict, Verdict::Falsified(_)), "{:?} {hs:?}", h.verdict);
+    assert_eq!(h.verdict, r.verdict);
+    assert!(hs.leaves_proved >= 64, "the search needs full rounds: {hs:?}");
+    assert!(hs.leaves_proved.abs_diff(rs.leaves_proved) * 10 <= hs.leaves_proved, "{hs:?} against {rs:?}");
+}
