@@ -7,8 +7,8 @@
 //! Used with `RelaxedOn::HostRows` (an experiment, off by default).
 
 use crate::ir::{Network, NodeId, Op};
-use crate::lagrange::{Eval, Slopes};
-use crate::relax::{ReluLower, relu_relax, unstable};
+use crate::lagrange::{Eval, Slopes, bound_line};
+use crate::relax::ReluLower;
 use crate::relaxed::RowSpec;
 use polycert_interval::Fp;
 use rayon::prelude::*;
@@ -60,17 +60,13 @@ pub(crate) fn eval_rows<T: Fp>(
                     .zip(rows.par_iter().zip(alpha))
                     .for_each(|(((gx, g), (l, f)), (row, a))| {
                         let (lo, hi) = row.bounds[x0];
+                        let al = a.map(|al| &al[id][..]);
                         for j in 0..n {
-                            let (gj, r) = (g[j], relu_relax(lo[j], hi[j], lower));
-                            let line = match a {
-                                _ if gj < 0.0 => (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact()),
-                                Some(al) if unstable(lo[j], hi[j]) => {
-                                    f[j] = gj;
-                                    (al[id][j], 0.0)
-                                }
-                                _ => (r.lam_lo.to_f64_exact(), 0.0),
-                            };
-                            gx[j] += gj * line.0;
+                            let (line, free) = bound_line((lo, hi), j, g[j], al, lower);
+                            if free {
+                                f[j] = g[j];
+                            }
+                            gx[j] += g[j] * line.0;
                             l[j] = line;
                         }
                     });
@@ -175,7 +171,8 @@ fn gemm_acc(dst: &mut [f64], a: &[f64], b: &[f64], (m, n, k): (usize, usize, usi
 mod tests {
     use super::*;
     use crate::lagrange::{Offsets, SplitConstraint, relaxed_bound};
-    use crate::testnets::{SplitMix, random_mlp};
+    use crate::relax::unstable;
+    use crate::testnets::{SplitMix, random_mlp, random_slopes};
 
     /// Interval bounds of every node over `[c − 0.3, c + 0.3]` (plain f64:
     /// any bounds serve the comparison).
@@ -244,21 +241,7 @@ mod tests {
             })
             .collect();
         assert!(splits.iter().all(|s| !s.is_empty()), "every slot has a split");
-        let alphas: Vec<Slopes> =
-            (0..3)
-                .map(|_| {
-                    nodes
-                        .iter()
-                        .map(|n| {
-                            if n.op == Op::Relu {
-                                (0..n.shape.numel()).map(|_| rng.unit()).collect()
-                            } else {
-                                Vec::new()
-                            }
-                        })
-                        .collect()
-                })
-                .collect();
+        let alphas: Vec<Slopes> = (0..3).map(|_| random_slopes(&net, &mut rng)).collect();
         let cs: Vec<Vec<f64>> = (0..6).map(|_| (0..4).map(|_| rng.weight(1.0)).collect()).collect();
         // Two rows per slot; slot 1 keeps the relaxation's own slopes.
         let specs: Vec<RowSpec<'_, f64>> = (0..6)

@@ -361,22 +361,18 @@ fn backward<T: Fp>(
         if nodes[id].op != Op::Relu {
             return false;
         }
-        let (lo, hi) = bounds[nodes[id].inputs[0]];
+        let lo_hi = bounds[nodes[id].inputs[0]];
+        let al = alpha.map(|al| &al[id][..]);
         free[id] = vec![0.0; g.len()];
         lines[id] = g
             .iter()
             .zip(gx)
             .enumerate()
             .map(|(j, (&gj, a))| {
-                let r = relu_relax(lo[j], hi[j], lower);
-                let line = match alpha {
-                    _ if gj < 0.0 => (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact()),
-                    Some(al) if unstable(lo[j], hi[j]) => {
-                        free[id][j] = gj;
-                        (al[id][j], 0.0)
-                    }
-                    _ => (r.lam_lo.to_f64_exact(), 0.0),
-                };
+                let (line, is_free) = bound_line(lo_hi, j, gj, al, lower);
+                if is_free {
+                    free[id][j] = gj;
+                }
                 *a += gj * line.0;
                 line
             })
@@ -384,6 +380,26 @@ fn backward<T: Fp>(
         true
     });
     complete.then_some((coef, lines, free))
+}
+
+/// The line `(slope, intercept)` through which a lower bound with
+/// coefficient `g` on ReLU output `j` (input bounds `lo`, `hi`) passes: the
+/// upper line where `g < 0`; else the free slope `alpha[j]` where the input
+/// straddles 0 and slopes are given; else the relaxation's lower line. And
+/// whether it took the free slope.
+pub(crate) fn bound_line<T: Fp>(
+    (lo, hi): (&[T], &[T]),
+    j: usize,
+    g: f64,
+    alpha: Option<&[f64]>,
+    lower: ReluLower,
+) -> ((f64, f64), bool) {
+    let r = relu_relax(lo[j], hi[j], lower);
+    match alpha {
+        _ if g < 0.0 => ((r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact()), false),
+        Some(al) if unstable(lo[j], hi[j]) => ((al[j], 0.0), true),
+        _ => ((r.lam_lo.to_f64_exact(), 0.0), false),
+    }
 }
 
 /// The input box corner that minimises the relaxed bound of `c·y`: a

@@ -42,6 +42,15 @@ pub fn two_two() -> Network {
 }
 
 /// A random fully connected ReLU network.
+/// Random lower slopes in `[0, 1)` for every ReLU neuron of `net` (indexed
+/// as `lagrange`'s slopes: by node, empty but for ReLU nodes).
+pub fn random_slopes(net: &Network, rng: &mut SplitMix) -> Vec<Vec<f64>> {
+    net.nodes()
+        .iter()
+        .map(|n| if n.op == Op::Relu { (0..n.shape.numel()).map(|_| rng.unit()).collect() } else { Vec::new() })
+        .collect()
+}
+
 pub fn random_mlp(rng: &mut SplitMix, widths: &[usize]) -> Network {
     let mut n = Network::new(Shape::flat(widths[0]));
     let mut x = 0;

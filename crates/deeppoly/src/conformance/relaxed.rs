@@ -9,7 +9,7 @@ use crate::lagrange::{Offsets, Slopes, SlotBounds, SplitConstraint, relaxed_boun
 use crate::property::InputBox;
 use crate::relax::{ReluLower, unstable};
 use crate::relaxed::{RelaxedRows, RowSpec};
-use crate::testnets::{SplitMix, random_mlp, random_resnet};
+use crate::testnets::{SplitMix, random_mlp, random_resnet, random_slopes};
 use polycert_interval::Fp;
 
 /// Per row of three slots (two rows each): random objective, split
@@ -80,22 +80,7 @@ pub fn relaxed_bound_matches_host<B: Backend<T>, T: Fp>(be: &B) {
                     .collect()
             })
             .collect();
-        let slopes: Vec<Option<Slopes>> = (0..3)
-            .map(|s| {
-                (s != 1).then(|| {
-                    nodes
-                        .iter()
-                        .map(|n| {
-                            if n.op == Op::Relu {
-                                (0..n.shape.numel()).map(|_| rng.unit()).collect()
-                            } else {
-                                Vec::new()
-                            }
-                        })
-                        .collect()
-                })
-            })
-            .collect();
+        let slopes: Vec<Option<Slopes>> = (0..3).map(|s| (s != 1).then(|| random_slopes(&net, &mut rng))).collect();
         let n_out = net.output_shape().numel();
         let cs: Vec<Vec<f64>> = (0..6).map(|_| (0..n_out).map(|_| rng.weight(1.0)).collect()).collect();
         let betas: Vec<Vec<f64>> = (0..6).map(|r| splits[r / 2].iter().map(|_| rng.unit()).collect()).collect();
