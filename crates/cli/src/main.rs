@@ -81,6 +81,11 @@ pub struct AnalysisArgs {
     /// and keeps the tighter bounds. Fewer leaves, each dearer: off by default.
     #[arg(long)]
     intermediate_alpha: bool,
+    /// At a ReLU search's root, prove unstable ReLU inputs stable layer by
+    /// layer, each end by a small search on the network cut at its layer
+    /// (within a quarter of the timeout); the search starts from those bounds.
+    #[arg(long)]
+    stabilize: bool,
     /// Refine every layer after a ReLU search leaf's split, even where that
     /// gains little. By default a layer whose refinement gains under 1% in
     /// leaves (of its unstable ReLUs made stable, or of their width) is
@@ -149,6 +154,7 @@ impl AnalysisArgs {
             split_relus: !self.no_bab,
             optimize_slopes: !self.no_alpha,
             optimize_intermediate: self.intermediate_alpha,
+            stabilize: self.stabilize,
             gate_refinement: !self.refine_every_leaf,
             relaxed_on: match self.relaxed_on {
                 RelaxedOnArg::Auto => RelaxedOn::Auto,

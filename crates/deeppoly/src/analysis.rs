@@ -60,6 +60,10 @@ pub struct Options {
     /// the H200 it saved a quarter of the leaves on 256x4 MNIST, and each
     /// round cost as much more.
     pub optimize_intermediate: bool,
+    /// Prove unstable ReLU inputs stable at a ReLU search's root, layer by
+    /// layer, each end by a small search of its own on the network cut at
+    /// that layer (`stabilize.rs`); the search starts from those bounds.
+    pub stabilize: bool,
     /// Let a ReLU search's leaves skip refining a layer while that gains
     /// too little there (`gate.rs`; on; `--refine-every-leaf` turns it
     /// off). Either way is sound.
@@ -113,6 +117,7 @@ impl Default for Options {
             max_relu_leaves: 1 << 10,
             optimize_slopes: true,
             optimize_intermediate: false,
+            stabilize: false,
             gate_refinement: true,
             relaxed_on: RelaxedOn::Auto,
             progress: None,

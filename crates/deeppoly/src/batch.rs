@@ -239,7 +239,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// Counterexamples found before the analysis (`attack_first`), one entry
     /// per sub-problem: the box centre in float32, then PGD on every disjunct.
-    fn attack_before(&self, sps: &[&SubProblem], deadline: Option<Instant>) -> Vec<Option<Counterexample>> {
+    pub(crate) fn attack_before(&self, sps: &[&SubProblem], deadline: Option<Instant>) -> Vec<Option<Counterexample>> {
         let centres = sps.par_iter().map(|sp| falsify_centre(self.net, sp)).collect();
         let mut hits = self.confirmed(sps, centres);
         let targets: Vec<Target<'_>> = (0..sps.len())

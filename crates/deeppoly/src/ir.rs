@@ -210,6 +210,12 @@ impl Network {
         self.nodes[self.output()].shape
     }
 
+    /// The network cut after node `last` (its output): the nodes before it
+    /// keep their ids. No Softmax follows the cut.
+    pub fn prefix(&self, last: NodeId) -> Network {
+        Network { nodes: self.nodes[..=last.min(self.nodes.len() - 1)].to_vec(), softmax_output: false }
+    }
+
     /// Appends a layer after validating its inputs, parameters and shapes.
     pub fn push(&mut self, name: impl Into<String>, op: Op, inputs: &[NodeId]) -> Result<NodeId, IrError> {
         let name = name.into();

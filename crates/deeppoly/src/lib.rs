@@ -32,6 +32,8 @@ mod rows;
 pub mod scurve;
 pub mod softmax;
 pub mod split;
+mod stabilize;
+mod tally;
 pub mod testnets;
 mod tighten;
 

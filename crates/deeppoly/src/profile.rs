@@ -11,7 +11,7 @@ use std::time::Instant;
 static STATE: AtomicU8 = AtomicU8::new(0);
 static PHASES: Mutex<BTreeMap<&'static str, (u64, f64)>> = Mutex::new(BTreeMap::new());
 
-fn on() -> bool {
+pub(crate) fn on() -> bool {
     match STATE.load(Ordering::Relaxed) {
         0 => {
             let on = std::env::var_os("POLYCERT_PROFILE").is_some_and(|v| v != "0");

@@ -24,6 +24,7 @@ use crate::falsify::{LeafView, Share};
 use crate::ir::Op;
 use crate::lagrange::{LayerSlopes, Slopes, SplitConstraint};
 use crate::property::{Counterexample, SubProblem, unproved_disjuncts};
+pub(crate) use crate::tally::RootTally;
 use polycert_interval::Fp;
 use std::rc::Rc;
 use std::time::Instant;
@@ -90,11 +91,13 @@ struct Leaf<T> {
     /// `(parent, candidate)` when its parent tried several splits: only the
     /// candidate whose children end better is kept.
     pick: Option<(usize, usize)>,
+    /// The search root it descends from.
+    root: usize,
 }
 
 impl<T> Leaf<T> {
     /// A search's root: the sub-problem alone, nothing inherited.
-    fn root(sp: SubProblem) -> Self {
+    fn root(sp: SubProblem, root: usize) -> Self {
         Self {
             sp,
             prior: None,
@@ -105,6 +108,7 @@ impl<T> Leaf<T> {
             inter: None,
             weakest: f64::NEG_INFINITY,
             pick: None,
+            root,
         }
     }
 }
@@ -135,6 +139,40 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let Some(how) = self.branching() else {
             return Ok(Search::Open { timed_out: false });
         };
+        // The root's bounds, tightened once: every disjunct and leaf
+        // inherits them.
+        let prior = match how {
+            Branching::Relus if self.opts.optimize_intermediate => {
+                Some(self.root_prior(&sp.input, deadline).map(|(b, s)| (b, Some(Rc::new(s)))))
+            }
+            Branching::Relus if self.opts.stabilize => Some(self.stable_prior(&sp.input, deadline).map(|b| (b, None))),
+            _ => None,
+        };
+        let (prior, inter) = match prior.transpose() {
+            Err(AnalysisError::Timeout) => {
+                stats.branching = "ReLU";
+                stats.leaves_open += sp.unsafe_region.len().max(1);
+                return Ok(Search::Open { timed_out: true });
+            }
+            r => r?.map_or((None, None), |(b, s)| (Some(Rc::new(b)), s)),
+        };
+        self.search_from(sp, (prior, inter), deadline, stats, &mut RootTally::default())
+    }
+
+    /// [`Analyzer::search`] from the roots' bounds `prior` (they hold over
+    /// the box) and their leaves' refinement slopes `inter`; `tally` tells
+    /// which roots (a ReLU search's disjuncts) were proved.
+    pub(crate) fn search_from(
+        &self,
+        sp: &SubProblem,
+        (prior, inter): (Option<Rc<NodeBounds<T>>>, Option<Rc<LayerSlopes>>),
+        deadline: Option<Instant>,
+        stats: &mut SearchStats,
+        tally: &mut RootTally,
+    ) -> Result<Search, AnalysisError> {
+        let Some(how) = self.branching() else {
+            return Ok(Search::Open { timed_out: false });
+        };
         let cap = self.batch_capacity().max(2);
         stats.branching = match how {
             Branching::Inputs => "input",
@@ -155,24 +193,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .collect(),
             _ => vec![sp.clone()],
         };
-        // Per-neuron slopes tighten the roots' intermediate bounds, once: the
-        // disjuncts share them, and every leaf inherits them.
-        let prior = match how {
-            Branching::Relus if self.opts.optimize_intermediate => match self.root_prior(&sp.input, deadline) {
-                Err(AnalysisError::Timeout) => {
-                    stats.leaves_open += roots.len();
-                    return Ok(Search::Open { timed_out: true });
-                }
-                r => Some(r?),
-            },
-            _ => None,
-        };
-        let (prior, inter) = match prior {
-            Some((b, s)) => (Some(Rc::new(b)), Some(Rc::new(s))),
-            None => (None, None),
-        };
-        let mut open: Vec<Leaf<T>> =
-            roots.into_iter().map(|r| Leaf { prior: prior.clone(), inter: inter.clone(), ..Leaf::root(r) }).collect();
+        tally.outstanding = vec![1; roots.len()];
+        tally.analysed = vec![0; roots.len()];
+        tally.stuck = vec![false; roots.len()];
+        let mut open: Vec<Leaf<T>> = roots
+            .into_iter()
+            .enumerate()
+            .map(|(k, r)| Leaf { prior: prior.clone(), inter: inter.clone(), ..Leaf::root(r, k) })
+            .collect();
         let (mut analysed, mut stuck) = (0, 0);
         let live = crate::progress::Progress::live(self.opts.progress.as_deref());
         let mut picks = Picks::default();
@@ -190,6 +218,19 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             // small), which is also where counterexamples are.
             if how == Branching::Inputs {
                 open.sort_by(|a, b| b.weakest.total_cmp(&a.weakest));
+            }
+            if tally.limit < usize::MAX {
+                let before = open.len();
+                open.retain(|l| {
+                    let over = tally.analysed[l.root] >= tally.limit;
+                    tally.stuck[l.root] |= over;
+                    !over
+                });
+                // Leaves of a root given up stay open.
+                stuck += before - open.len();
+                if open.is_empty() {
+                    break;
+                }
             }
             // A parent's candidate children are analysed together.
             let mut cut = open.len().saturating_sub(cap);
@@ -221,6 +262,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let keep = picks.keep(&leaves, &res);
             let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].1).collect();
             stats.leaves_proved += (0..leaves.len()).filter(|&i| keep[i] && res[i].1).count();
+            for (i, l) in leaves.iter().enumerate() {
+                tally.analysed[l.root] += 1;
+                // A proved or dropped leaf is done; an open one once split.
+                if !keep[i] || res[i].1 {
+                    tally.outstanding[l.root] -= 1;
+                }
+            }
             if todo.is_empty() {
                 continue;
             }
@@ -243,7 +291,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Branching::Inputs => {
                     let slopes: Vec<Option<Rc<Slopes>>> =
                         todo.iter().map(|i| duals.slopes.remove(i).map(Rc::new)).collect();
-                    Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak))?)
+                    Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak), &leaves)?)
                 }
                 Branching::Relus => {
                     // Each open half-space's β, to start its children's search from.
@@ -267,9 +315,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                             })
                         })
                         .collect();
-                    match self.attack_corners(&views, &mut share, deadline) {
+                    let found = match tally.proofs_only {
+                        true => None,
+                        false => self.attack_corners(&views, &mut share, deadline),
+                    };
+                    match found {
                         Some(c) => Err(c),
-                        None => self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm), &mut picks),
+                        None => self.relu_children(
+                            &sps,
+                            &lbs,
+                            &todo,
+                            &mut bounds,
+                            (&leaves, &warm, tally.proofs_only),
+                            &mut picks,
+                        ),
                     }
                 }
             };
@@ -279,7 +338,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Ok(c) => c,
                 Err(c) => return Ok(Search::Falsified(c)),
             };
-            stuck += stuck_now;
+            stuck += stuck_now.len();
+            stuck_now.into_iter().for_each(|i| tally.stuck[leaves[i].root] = true);
+            todo.iter().for_each(|&i| tally.outstanding[leaves[i].root] -= 1);
+            children.iter().for_each(|c| tally.outstanding[c.root] += 1);
             open.extend(children);
         }
         live.round(stats.leaves_proved, stuck, stats.best_bound);
@@ -290,7 +352,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(Search::Proved)
     }
 
-    /// Both halves of each open leaf, and how many could not be halved.
+    /// Both halves of each open leaf, and the leaves that could not be halved.
     fn input_children(
         &self,
         sps: &[&SubProblem],
@@ -298,15 +360,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
         (slopes, weak): (&[Option<Rc<Slopes>>], &[f64]),
-    ) -> Result<(Vec<Leaf<T>>, usize), AnalysisError> {
-        let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), 0);
+        leaves: &[Leaf<T>],
+    ) -> Result<(Vec<Leaf<T>>, Vec<usize>), AnalysisError> {
+        let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
         let dims = self.split_dims(sps, lbs)?;
         for ((((sp, d), &i), slopes), &weakest) in sps.iter().zip(dims).zip(todo).zip(slopes).zip(weak) {
             let h = halves(sp, d);
             if h.is_empty() {
-                stuck += 1;
+                stuck.push(i);
                 continue;
             }
+            let root = leaves[i].root;
             let parent = bounds[i].take().map(Rc::new);
             out.extend(h.into_iter().map(|sp| Leaf {
                 sp,
@@ -318,22 +382,23 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 inter: None,
                 weakest,
                 pick: None,
+                root,
             }));
         }
         Ok((out, stuck))
     }
 
-    /// Both sides of the chosen ReLU of each open leaf, and how many leaves
-    /// have no unstable ReLU left (or a counterexample one of them gives).
+    /// Both sides of the chosen ReLU of each open leaf, and the leaves with
+    /// no unstable ReLU left (or a counterexample one of them gives).
     fn relu_children(
         &self,
         sps: &[&SubProblem],
         lbs: &[&[f64]],
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
-        (leaves, warm): (&[Leaf<T>], &[Start]),
+        (leaves, warm, proofs_only): (&[Leaf<T>], &[Start], bool),
         picks: &mut Picks,
-    ) -> Result<(Vec<Leaf<T>>, usize), Counterexample> {
+    ) -> Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample> {
         use rayon::prelude::*;
         let _p = crate::profile::span("branch.choose");
         let lower = self.opts.relu_lower;
@@ -349,14 +414,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 crate::branch::relu_candidates(net, b, &h.c, lower)
             })
             .collect();
-        let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), 0);
+        let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
         for ((((sp, cands), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
             let Some(b) = bounds[i].take() else {
-                stuck += 1;
+                stuck.push(i);
                 continue;
             };
             if cands.is_empty() {
-                stuck += 1;
+                stuck.push(i);
+                if proofs_only {
+                    continue;
+                }
                 let (betas, slopes) = (&warm.0[..], warm.1.as_deref());
                 let view = LeafView { sp, lbs: l, bounds: &b, splits: &leaves[i].splits, betas, slopes };
                 match self.exact_leaf_corner(&view) {
@@ -379,7 +447,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
                     let sp = (*sp).clone();
                     let weakest = f64::NEG_INFINITY;
-                    out.push(Leaf { sp, prior, after, splits, betas, slopes, inter, weakest, pick });
+                    let root = leaves[i].root;
+                    out.push(Leaf { sp, prior, after, splits, betas, slopes, inter, weakest, pick, root });
                 }
             }
         }
@@ -526,7 +595,7 @@ mod tests {
     #[test]
     fn picks_keep_the_candidate_whose_worse_child_is_better() {
         let p = Property::robustness("p", InputBox::new(vec![0.0], vec![1.0]).expect("box"), 0, 2).expect("p");
-        let leaf = |pick| Leaf::<f64> { pick, ..Leaf::root(p.subproblems[0].clone()) };
+        let leaf = |pick| Leaf::<f64> { pick, ..Leaf::root(p.subproblems[0].clone(), 0) };
         let leaves: Vec<Leaf<f64>> =
             [Some((1, 0)), Some((1, 0)), Some((1, 1)), Some((1, 1)), Some((2, 0)), Some((2, 1)), None]
                 .into_iter()

@@ -71,9 +71,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// the module's notes).
     pub fn tightened_node_bounds(&self, input: &InputBox) -> Result<Vec<crate::analysis::NodeBounds>, AnalysisError> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        let (b, _) = self.root_prior(input, deadline)?;
-        let f64s = |v: Vec<T>| v.into_iter().map(|x| x.to_f64_exact()).collect();
-        Ok(b.into_iter().map(|(l, h)| (f64s(l), f64s(h))).collect())
+        Ok(bounds_f64(self.root_prior(input, deadline)?.0))
     }
 
     /// Layer by layer, the slopes of a one-slot state's unstable ReLU
@@ -116,6 +114,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         Ok((inter, gains))
     }
+}
+
+/// Node bounds in `f64` (exactly).
+pub(crate) fn bounds_f64<T: Fp>(b: NodeBounds<T>) -> Vec<crate::analysis::NodeBounds> {
+    let f64s = |v: Vec<T>| v.into_iter().map(|x| x.to_f64_exact()).collect();
+    b.into_iter().map(|(l, h)| (f64s(l), f64s(h))).collect()
 }
 
 /// Lower slopes shared by the ends `(i, s)` of node `p` (bounds of `s·x_i`;

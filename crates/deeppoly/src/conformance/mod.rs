@@ -16,8 +16,10 @@ use polycert_interval::{FloatModel, Fp};
 
 mod relaxed;
 mod search;
+mod stabilize;
 pub use relaxed::relaxed_bound_matches_host;
 pub use search::*;
+pub use stabilize::stabilize_clamps_provable_ends;
 
 /// The suite's options: the α/β search's relaxed bounds on the backend
 /// under test (its default picks the host for dense networks).
@@ -507,6 +509,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn intermediate_slopes_prove_f32() {
                 $crate::conformance::intermediate_slopes_prove::<_, f32>(&$make);
+            }
+            #[test]
+            fn stabilize_clamps_provable_ends_f64() {
+                $crate::conformance::stabilize_clamps_provable_ends::<_, f64>(&$make);
+            }
+            #[test]
+            fn stabilize_clamps_provable_ends_f32() {
+                $crate::conformance::stabilize_clamps_provable_ends::<_, f32>(&$make);
             }
             #[test]
             fn refinement_uses_layer_slopes_f64() {

@@ -1,0 +1,50 @@
+//! Stabilisation's case (`stabilize.rs`): intermediate bounds by search.
+
+use super::opts;
+use crate::analysis::Analyzer;
+use crate::backend::{Arith, Backend};
+use crate::ir::Op::{Concat, Dense, Relu};
+use crate::ir::{Network, Shape};
+use crate::property::InputBox;
+use polycert_interval::Fp;
+
+/// 17 inputs in `[−1, 1]`, `s = Σx`, `r = relu(s)`,
+/// `q = (r − s/2 + 1/4, s/2, r − s/2 − 1/4)`, `y = Σ relu(q_i)`; no PGD.
+///  `q_0 = |s|/2 + 1/4 > 0`, but DeepPoly bounds
+/// it below by −8.25 (its lower line of `relu(s)` has slope 0 or 1). The
+/// search on the network cut at `q` proves `q_0 > 0` (one split of
+/// `relu(s)`, or α = ½), so the stabilised lower bound is 0; its upper
+/// bound stays. `q_1 = s/2` is 0 at the box centre, which reaches both
+/// unsafe sides: its bounds stay `[−8.5, 8.5]`. `q_2 = |s|/2 − 1/4` is
+/// negative at the centre, and `q_2 < 0` cannot be proved: its search's
+/// leaves end with no unstable ReLU, so it is given up, not counted
+/// proved, and `q_2`'s bounds stay. Later nodes only narrow.
+pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
+    let n = 17;
+    let mut net = Network::new(Shape::flat(n));
+    let s = net.push("s", Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", Relu, &[s]).expect("relu");
+    let rs = net.push("rs", Concat, &[r, s]).expect("concat");
+    let w = vec![1.0, -0.5, 0.0, 0.5, 1.0, -0.5];
+    let q = net.push("q", Dense { weight: w, bias: vec![0.25, 0.0, -0.25], out: 3 }, &[rs]).expect("q");
+    let rq = net.push("rq", Relu, &[q]).expect("relu q");
+    net.push("y", Dense { weight: vec![1.0; 3], bias: vec![0.0], out: 1 }, &[rq]).expect("y");
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
+    let a = Analyzer::<B, T>::new(&net, be, no_pgd).expect("prepare");
+    let plain = a.node_bounds(&input).expect("bounds");
+    let got = a.stabilized_node_bounds(&input).expect("stabilised bounds");
+    let (l0, u0) = (plain[q].0[0], plain[q].1[0]);
+    assert!((-8.26..=-8.25).contains(&l0) && u0 > 0.0, "DeepPoly's q_0: [{l0}, {u0}]");
+    assert_eq!((got[q].0[0], got[q].1[0]), (0.0, u0), "q_0 is proved positive");
+    let (l1, u1) = (plain[q].0[1], plain[q].1[1]);
+    assert!((-8.51..=-8.5).contains(&l1) && (8.5..=8.51).contains(&u1), "q_1: [{l1}, {u1}]");
+    assert_eq!((got[q].0[1], got[q].1[1]), (l1, u1), "q_1 changes sign: its bounds stay");
+    let (l2, u2) = (plain[q].0[2], plain[q].1[2]);
+    assert!(l2 < 0.0 && u2 > 0.0, "q_2: [{l2}, {u2}]");
+    assert_eq!((got[q].0[2], got[q].1[2]), (l2, u2), "q_2 changes sign: its bounds stay");
+    for (node, (g, p)) in got.iter().zip(&plain).enumerate() {
+        let inside = g.0.iter().zip(&p.0).all(|(a, b)| a >= b) && g.1.iter().zip(&p.1).all(|(a, b)| a <= b);
+        assert!(inside, "node {node}: {g:?} is not within {p:?}");
+    }
+}

@@ -1,0 +1,161 @@
+//! Stabilisation: intermediate bounds by search, at a ReLU search's root.
+//!
+//! DeepPoly's intermediate bounds on deep MLPs call many ReLU inputs
+//! unstable that no input of the box drives across 0 (256x6 MNIST,
+//! prop_0_0.03: 24 of the second layer's 67 and at least 83 of the third
+//! layer's 121). α,β-CROWN tightens those layers with a MIP solver; here
+//! each end of such an input, `x_i > 0` or `x_i < 0`, is a property of the
+//! network cut after that layer (`Network::prefix`), attacked first (a hit
+//! shows the input really changes sign) and then searched with a small
+//! budget from the bounds found so far. A proved end clamps the bound to 0,
+//! the later layers are refined again, and the next layer follows.
+//!
+//! **Why it is sound.** A proved end is a verdict of the same sound search
+//! on the same semantics (the cut network's output is the layer's input,
+//! bounded for exact and float inference alike), over the same box and
+//! from bounds that hold over it. Ends not proved keep their bounds.
+
+use crate::analysis::{AnalysisError, Analyzer};
+use crate::backend::Backend;
+use crate::batch::NodeBounds;
+use crate::forward::RunState;
+use crate::ir::Op;
+use crate::property::{Halfspace, InputBox, SubProblem};
+use crate::split::{Branching, RootTally, SearchStats};
+use polycert_interval::Fp;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// The share of a search's time that stabilisation may take.
+const SHARE: f64 = 0.25;
+/// The most leaves per unstable input a layer's search analyses when no
+/// deadline bounds it.
+const END_LEAVES: usize = 128;
+/// Layers with more unstable inputs than this are left as they are.
+const MAX_UNSTABLE: usize = 512;
+
+/// A layer's input `i` is positive (`+1`) or negative (`−1`) over the box.
+type End = (usize, f64);
+
+impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
+    /// A ReLU search root's node bounds: both passes', with the unstable
+    /// ReLU inputs proved stable clamped at 0, layer by layer (see the
+    /// module's notes), within `SHARE` of the time to `deadline`.
+    pub(crate) fn stable_prior(
+        &self,
+        input: &InputBox,
+        deadline: Option<Instant>,
+    ) -> Result<NodeBounds<T>, AnalysisError> {
+        let _p = crate::profile::span("stabilize");
+        let now = Instant::now();
+        let stage = deadline.map(|d| now + d.saturating_duration_since(now).mul_f64(SHARE));
+        let mut st = self.forward_pass(&[input])?;
+        if self.opts.refine {
+            self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
+        }
+        let nodes = self.net.nodes();
+        let last = nodes.len() - 1;
+        // The first ReLU's input is affine in the box: its bounds are tight.
+        let relus: Vec<usize> = (0..nodes.len()).filter(|&r| nodes[r].op == Op::Relu).skip(1).collect();
+        for (k, &r) in relus.iter().enumerate() {
+            let now = Instant::now();
+            if stage.is_some_and(|s| now >= s) || st.empty[0] {
+                break;
+            }
+            // Each layer gets an equal share of the time left.
+            let until = stage.map(|s| now + s.saturating_duration_since(now) / (relus.len() - k) as u32);
+            let p = nodes[r].inputs[0];
+            let t0 = Instant::now();
+            let proved = match self.stable_ends(&st, input, p, (stage, until)) {
+                Ok(p) => p,
+                // A failure (out of memory) keeps the bounds found so far.
+                Err(_) => break,
+            };
+            if crate::profile::on() {
+                let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
+                let u = (0..lo.len()).filter(|&i| crate::relax::unstable(lo[i], hi[i])).count();
+                eprintln!("stabilize node {p}: {} of {u} unstable proved stable in {:.2?}", proved.len(), t0.elapsed());
+            }
+            if proved.is_empty() {
+                continue;
+            }
+            let n = nodes[p].shape.numel();
+            let b = &mut st.bounds[p];
+            for (i, s) in proved {
+                let (l, h) = if s > 0.0 { (T::zero(), b.hi[i]) } else { (b.lo[i], T::zero()) };
+                RunState::intersect(b, &mut st.empty, n, i, l, h);
+            }
+            b.dev = None;
+            self.forward_range(&mut st, p, last)?;
+            if self.opts.refine {
+                self.refine_all(&mut st, &[0], &[Some(p)], &[], None, deadline)?;
+            }
+        }
+        Ok(st.bounds.into_iter().map(|b| (b.lo, b.hi)).collect())
+    }
+
+    /// [`Analyzer::node_bounds`] stabilised as a ReLU search's root is (see
+    /// the module's notes), within `Options::timeout`.
+    pub fn stabilized_node_bounds(&self, input: &InputBox) -> Result<Vec<crate::analysis::NodeBounds>, AnalysisError> {
+        let deadline = self.opts.timeout.map(|t| Instant::now() + t);
+        Ok(crate::tighten::bounds_f64(self.stable_prior(input, deadline)?))
+    }
+
+    /// The ends of node `p`'s unstable values that a search proves, each
+    /// on the network cut after `p`, from `st`'s bounds.
+    fn stable_ends(
+        &self,
+        st: &RunState<T, B::Buf>,
+        input: &InputBox,
+        p: usize,
+        (stage, until): (Option<Instant>, Option<Instant>),
+    ) -> Result<Vec<End>, AnalysisError> {
+        let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
+        let n = lo.len();
+        let unstable: Vec<usize> = (0..n).filter(|&i| crate::relax::unstable(lo[i], hi[i])).collect();
+        if unstable.is_empty() || unstable.len() > MAX_UNSTABLE {
+            return Ok(Vec::new());
+        }
+        let ends: Vec<End> = unstable.iter().flat_map(|&i| [(i, 1.0), (i, -1.0)]).collect();
+        let net = self.net.prefix(p);
+        let opts = crate::Options {
+            timeout: None,
+            max_relu_leaves: END_LEAVES * unstable.len(),
+            optimize_intermediate: false,
+            stabilize: false,
+            progress: None,
+            ..self.opts.clone()
+        };
+        let cut = Analyzer::new(&net, self.backend, opts)?;
+        // Input splitting takes the ends as one root: no end by end answer.
+        if cut.branching() != Some(Branching::Relus) {
+            return Ok(Vec::new());
+        }
+        let prior: Rc<NodeBounds<T>> = Rc::new(st.bounds[..=p].iter().map(|b| (b.lo.clone(), b.hi.clone())).collect());
+        // The unsafe side of end (i, s): s·x_i ≤ 0. An attack that reaches
+        // it shows the input really changes sign.
+        let side = |&(i, s): &End| {
+            let mut c = vec![0.0; n];
+            c[i] = s;
+            vec![Halfspace { c, d: 0.0 }]
+        };
+        let sps: Vec<SubProblem> =
+            ends.iter().map(|e| SubProblem { input: input.clone(), unsafe_region: vec![side(e)] }).collect();
+        let refs: Vec<&SubProblem> = sps.iter().collect();
+        let hits = cut.attack_before(&refs, stage);
+        let todo: Vec<End> = ends.iter().zip(hits).filter(|(_, h)| h.is_none()).map(|(&e, _)| e).collect();
+        if todo.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One search, each end a root with at most `END_LEAVES` leaves; it
+        // looks for proofs only.
+        let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(side).collect() };
+        let mut tally = RootTally::proofs_only(END_LEAVES);
+        match cut.search_from(&sp, (Some(prior), None), until, &mut SearchStats::default(), &mut tally) {
+            Ok(_) | Err(AnalysisError::Timeout) => {}
+            Err(e) => return Err(e),
+        }
+        let proved = todo.into_iter().zip(tally.proved()).filter(|e| e.1).map(|e| e.0).collect();
+        Ok(proved)
+    }
+}
