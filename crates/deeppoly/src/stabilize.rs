@@ -65,6 +65,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             // Each layer gets an equal share of the time left.
             let until = stage.map(|s| now + s.saturating_duration_since(now) / (relus.len() - k) as u32);
             let p = nodes[r].inputs[0];
+            let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
+            let unstable = (0..lo.len()).filter(|&i| crate::relax::unstable(lo[i], hi[i])).count();
+            if unstable == 0 {
+                continue;
+            }
             let t0 = Instant::now();
             let proved = match self.stable_ends(&st, input, p, (stage, until)) {
                 Ok(p) => p,
@@ -72,12 +77,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Err(_) => break,
             };
             if crate::profile::on() {
-                let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
-                let u = (0..lo.len()).filter(|&i| crate::relax::unstable(lo[i], hi[i])).count();
-                eprintln!("stabilize node {p}: {} of {u} unstable proved stable in {:.2?}", proved.len(), t0.elapsed());
+                let (k, t) = (proved.len(), t0.elapsed());
+                eprintln!("stabilize node {p}: {k} of {unstable} unstable proved stable in {t:.2?}");
             }
+            // Deeper layers are harder: where one gives nothing, stop.
             if proved.is_empty() {
-                continue;
+                break;
             }
             let n = nodes[p].shape.numel();
             let b = &mut st.bounds[p];
