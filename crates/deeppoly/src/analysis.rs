@@ -255,15 +255,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Certified bounds of every node's values over `input`, after the
     /// forward pass and (if enabled) the refinement pass.
     pub fn node_bounds(&self, input: &crate::property::InputBox) -> Result<Vec<NodeBounds>, AnalysisError> {
-        let mut st = self.forward_pass(&[input])?;
-        if self.opts.refine {
-            self.refine_all(&mut st, &[0], &[], &[], None, self.opts.timeout.map(|t| Instant::now() + t))?;
-        }
-        Ok(st
-            .bounds
-            .iter()
-            .map(|b| (b.lo.iter().map(|v| v.to_f64_exact()).collect(), b.hi.iter().map(|v| v.to_f64_exact()).collect()))
-            .collect())
+        let st = self.refined_root(input, self.opts.timeout.map(|t| Instant::now() + t))?;
+        Ok(crate::batch::bounds_f64(st.into_bounds()))
     }
 
     pub(crate) fn check_deadline(deadline: Option<Instant>) -> Result<(), AnalysisError> {

@@ -37,6 +37,12 @@ type Plan = (Vec<usize>, Option<Counterexample>);
 /// One box's bounds of every node, `(lo, hi)` per node.
 pub(crate) type NodeBounds<T> = Vec<(Vec<T>, Vec<T>)>;
 
+/// Node bounds in `f64` (exactly).
+pub(crate) fn bounds_f64<T: Fp>(b: NodeBounds<T>) -> Vec<crate::analysis::NodeBounds> {
+    let f64s = |v: Vec<T>| v.into_iter().map(|x| x.to_f64_exact()).collect();
+    b.into_iter().map(|(l, h)| (f64s(l), f64s(h))).collect()
+}
+
 /// The slots' results, the run state they came from, and the parameters
 /// their output rows were bounded with.
 type Analysed<T, Buf> = (Vec<SlotResult>, Option<RunState<T, Buf>>, Duals);

@@ -112,6 +112,11 @@ fn meet<T: Fp>((lo, hi): (&mut T, &mut T), (l, h): (T, T)) -> bool {
 }
 
 impl<T, Buf> RunState<T, Buf> {
+    /// Every node's bounds, off the device.
+    pub(crate) fn into_bounds(self) -> crate::batch::NodeBounds<T> {
+        self.bounds.into_iter().map(|b| (b.lo, b.hi)).collect()
+    }
+
     /// Drops the magnitudes derived from the bounds of nodes `from..`.
     pub fn invalidate_from(&mut self, from: NodeId) {
         for i in from..self.abs.len() {

@@ -123,6 +123,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(res)
     }
 
+    /// One box's state after the forward pass and (if enabled) the
+    /// refinement pass.
+    pub(crate) fn refined_root(
+        &self,
+        input: &crate::property::InputBox,
+        deadline: Option<Instant>,
+    ) -> Result<RunState<T, B::Buf>, AnalysisError> {
+        let mut st = self.forward_pass(&[input])?;
+        if self.opts.refine {
+            self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
+        }
+        Ok(st)
+    }
+
     /// Tightens the input bounds of every ReLU whose interval straddles 0,
     /// and of every σ (all of its inputs), layer by layer in topological order. After a layer, the forward pass
     /// re-runs only up to the next layer to refine (backsubstitution from a

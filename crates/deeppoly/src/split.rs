@@ -315,10 +315,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                             })
                         })
                         .collect();
-                    let found = match tally.proofs_only {
-                        true => None,
-                        false => self.attack_corners(&views, &mut share, deadline),
-                    };
+                    let found =
+                        if tally.proofs_only { None } else { self.attack_corners(&views, &mut share, deadline) };
                     match found {
                         Some(c) => Err(c),
                         None => self.relu_children(

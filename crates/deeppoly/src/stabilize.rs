@@ -49,10 +49,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let _p = crate::profile::span("stabilize");
         let now = Instant::now();
         let stage = deadline.map(|d| now + d.saturating_duration_since(now).mul_f64(SHARE));
-        let mut st = self.forward_pass(&[input])?;
-        if self.opts.refine {
-            self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
-        }
+        let mut st = self.refined_root(input, deadline)?;
         let nodes = self.net.nodes();
         let last = nodes.len() - 1;
         // The first ReLU's input is affine in the box: its bounds are tight.
@@ -66,19 +63,19 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let until = stage.map(|s| now + s.saturating_duration_since(now) / (relus.len() - k) as u32);
             let p = nodes[r].inputs[0];
             let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
-            let unstable = (0..lo.len()).filter(|&i| crate::relax::unstable(lo[i], hi[i])).count();
-            if unstable == 0 {
+            let unstable: Vec<usize> = (0..lo.len()).filter(|&i| crate::relax::unstable(lo[i], hi[i])).collect();
+            if unstable.is_empty() {
                 continue;
             }
             let t0 = Instant::now();
-            let proved = match self.stable_ends(&st, input, p, (stage, until)) {
+            let proved = match self.stable_ends(&st, input, (p, &unstable), (stage, until)) {
                 Ok(p) => p,
                 // A failure (out of memory) keeps the bounds found so far.
                 Err(_) => break,
             };
             if crate::profile::on() {
-                let (k, t) = (proved.len(), t0.elapsed());
-                eprintln!("stabilize node {p}: {k} of {unstable} unstable proved stable in {t:.2?}");
+                let (k, u, t) = (proved.len(), unstable.len(), t0.elapsed());
+                eprintln!("stabilize node {p}: {k} of {u} unstable proved stable in {t:.2?}");
             }
             // Deeper layers are harder: where one gives nothing, stop.
             if proved.is_empty() {
@@ -96,31 +93,29 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 self.refine_all(&mut st, &[0], &[Some(p)], &[], None, deadline)?;
             }
         }
-        Ok(st.bounds.into_iter().map(|b| (b.lo, b.hi)).collect())
+        Ok(st.into_bounds())
     }
 
     /// [`Analyzer::node_bounds`] stabilised as a ReLU search's root is (see
     /// the module's notes), within `Options::timeout`.
     pub fn stabilized_node_bounds(&self, input: &InputBox) -> Result<Vec<crate::analysis::NodeBounds>, AnalysisError> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        Ok(crate::tighten::bounds_f64(self.stable_prior(input, deadline)?))
+        Ok(crate::batch::bounds_f64(self.stable_prior(input, deadline)?))
     }
 
-    /// The ends of node `p`'s unstable values that a search proves, each
+    /// The ends of node `p`'s `unstable` values that a search proves, each
     /// on the network cut after `p`, from `st`'s bounds.
     fn stable_ends(
         &self,
         st: &RunState<T, B::Buf>,
         input: &InputBox,
-        p: usize,
+        (p, unstable): (usize, &[usize]),
         (stage, until): (Option<Instant>, Option<Instant>),
     ) -> Result<Vec<End>, AnalysisError> {
-        let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
-        let n = lo.len();
-        let unstable: Vec<usize> = (0..n).filter(|&i| crate::relax::unstable(lo[i], hi[i])).collect();
-        if unstable.is_empty() || unstable.len() > MAX_UNSTABLE {
+        if unstable.len() > MAX_UNSTABLE {
             return Ok(Vec::new());
         }
+        let n = st.bounds[p].lo.len();
         let ends: Vec<End> = unstable.iter().flat_map(|&i| [(i, 1.0), (i, -1.0)]).collect();
         let net = self.net.prefix(p);
         let opts = crate::Options {

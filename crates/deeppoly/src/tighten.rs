@@ -52,10 +52,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         input: &InputBox,
         deadline: Option<Instant>,
     ) -> Result<(NodeBounds<T>, LayerSlopes), AnalysisError> {
-        let mut st = self.forward_pass(&[input])?;
-        if self.opts.refine {
-            self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
-        }
+        let mut st = self.refined_root(input, deadline)?;
         let (mut inter, gains) = self.tighten_intermediate(&mut st, deadline)?;
         for (t, g) in inter.iter_mut().zip(gains) {
             for (t, g) in t.iter_mut().zip(g) {
@@ -64,14 +61,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
         }
-        Ok((st.bounds.into_iter().map(|b| (b.lo, b.hi)).collect(), inter))
+        Ok((st.into_bounds(), inter))
     }
 
     /// [`Analyzer::node_bounds`] tightened as a ReLU search's root is (see
     /// the module's notes).
     pub fn tightened_node_bounds(&self, input: &InputBox) -> Result<Vec<crate::analysis::NodeBounds>, AnalysisError> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        Ok(bounds_f64(self.root_prior(input, deadline)?.0))
+        Ok(crate::batch::bounds_f64(self.root_prior(input, deadline)?.0))
     }
 
     /// Layer by layer, the slopes of a one-slot state's unstable ReLU
@@ -114,12 +111,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         Ok((inter, gains))
     }
-}
-
-/// Node bounds in `f64` (exactly).
-pub(crate) fn bounds_f64<T: Fp>(b: NodeBounds<T>) -> Vec<crate::analysis::NodeBounds> {
-    let f64s = |v: Vec<T>| v.into_iter().map(|x| x.to_f64_exact()).collect();
-    b.into_iter().map(|(l, h)| (f64s(l), f64s(h))).collect()
 }
 
 /// Lower slopes shared by the ends `(i, s)` of node `p` (bounds of `s·x_i`;
