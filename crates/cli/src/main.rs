@@ -12,7 +12,7 @@ mod vnncomp;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use engine::{BackendChoice, Job, Precision};
-use polycert_deeppoly::{Arith, InputBox, Options, Property, RelaxedOn, ReluLower};
+use polycert_deeppoly::{Arith, InputBox, Options, Property, RelaxedOn, ReluLower, Stabilize};
 use report::Record;
 use std::io::Write;
 use std::path::PathBuf;
@@ -83,9 +83,12 @@ pub struct AnalysisArgs {
     intermediate_alpha: bool,
     /// At a ReLU search's root, prove unstable ReLU inputs stable layer by
     /// layer, each end by a small search on the network cut at its layer
-    /// (within a quarter of the timeout); the search starts from those bounds.
-    #[arg(long)]
-    stabilize: bool,
+    /// (within a quarter of the time left); the search then starts from those
+    /// bounds. `auto`: on networks without convolutions, once a plain search
+    /// has had a tenth of the timeout (none without a timeout); `on`: before
+    /// every ReLU search (`--stabilize` alone); `off`.
+    #[arg(long, value_enum, default_value = "auto", num_args = 0..=1, default_missing_value = "on")]
+    stabilize: StabilizeArg,
     /// Refine every layer after a ReLU search leaf's split, even where that
     /// gains little. By default a layer whose refinement gains under 1% in
     /// leaves (of its unstable ReLUs made stable, or of their width) is
@@ -128,6 +131,13 @@ enum RelaxedOnArg {
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum StabilizeArg {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum ReluLowerArg {
     Area,
     Zero,
@@ -154,7 +164,11 @@ impl AnalysisArgs {
             split_relus: !self.no_bab,
             optimize_slopes: !self.no_alpha,
             optimize_intermediate: self.intermediate_alpha,
-            stabilize: self.stabilize,
+            stabilize: match self.stabilize {
+                StabilizeArg::Auto => Stabilize::Auto,
+                StabilizeArg::On => Stabilize::On,
+                StabilizeArg::Off => Stabilize::Off,
+            },
             gate_refinement: !self.refine_every_leaf,
             relaxed_on: match self.relaxed_on {
                 RelaxedOnArg::Auto => RelaxedOn::Auto,

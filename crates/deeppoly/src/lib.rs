@@ -37,7 +37,7 @@ mod tally;
 pub mod testnets;
 mod tighten;
 
-pub use analysis::{AnalysisError, Analyzer, Options, RelaxedOn};
+pub use analysis::{AnalysisError, Analyzer, Options, RelaxedOn, Stabilize};
 pub use backend::{
     AffineForward, Arith, BResult, Backend, BackendError, ConvParams, Magnitudes, Pointwise, PoolParams, ReluParams,
     check_unit_rows, unit_rows,

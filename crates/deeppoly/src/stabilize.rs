@@ -31,6 +31,9 @@ const SHARE: f64 = 0.25;
 /// The most leaves per unstable input a layer's search analyses when no
 /// deadline bounds it.
 const END_LEAVES: usize = 128;
+/// The most leaves per unstable input a layer's search analyses again
+/// within its time share.
+const MAX_END_LEAVES: usize = 8 * 1024;
 /// Layers with more unstable inputs than this are left as they are.
 const MAX_UNSTABLE: usize = 512;
 
@@ -120,9 +123,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let net = self.net.prefix(p);
         let opts = crate::Options {
             timeout: None,
-            max_relu_leaves: END_LEAVES * unstable.len(),
+            // Within a time share the roots' limits bound the leaves.
+            max_relu_leaves: if until.is_some() { usize::MAX } else { END_LEAVES * unstable.len() },
             optimize_intermediate: false,
-            stabilize: false,
+            stabilize: crate::Stabilize::Off,
             progress: None,
             ..self.opts.clone()
         };
@@ -148,14 +152,33 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok(Vec::new());
         }
         // One search, each end a root with at most `END_LEAVES` leaves; it
-        // looks for proofs only.
-        let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(side).collect() };
-        let mut tally = RootTally::proofs_only(END_LEAVES);
-        match cut.search_from(&sp, (Some(prior), None), until, &mut SearchStats::default(), &mut tally) {
-            Ok(_) | Err(AnalysisError::Timeout) => {}
-            Err(e) => return Err(e),
+        // looks for proofs only. With time left in the layer's share, the
+        // ends given up at that limit are searched again with four times as
+        // many (256x4 prop_6_0.05's last layer: 61 of 217 in 11 s of 22).
+        let mut proved = Vec::new();
+        let (mut todo, mut limit) = (todo, END_LEAVES);
+        while !todo.is_empty() {
+            let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(side).collect() };
+            let mut tally = RootTally::proofs_only(limit);
+            match cut.search_from(&sp, (Some(prior.clone()), None), until, &mut SearchStats::default(), &mut tally) {
+                Ok(_) | Err(AnalysisError::Timeout) => {}
+                Err(e) => return Err(e),
+            }
+            let done = tally.proved();
+            proved.extend(todo.iter().zip(&done).filter(|e| *e.1).map(|e| *e.0));
+            let late = until.is_none_or(|u| Instant::now() >= u);
+            if late || limit >= MAX_END_LEAVES {
+                break;
+            }
+            todo = todo
+                .iter()
+                .zip(&done)
+                .zip(&tally.analysed)
+                .filter(|((_, d), a)| !**d && **a >= limit)
+                .map(|((e, _), _)| *e)
+                .collect();
+            limit *= 4;
         }
-        let proved = todo.into_iter().zip(tally.proved()).filter(|e| e.1).map(|e| e.0).collect();
         Ok(proved)
     }
 }

@@ -19,7 +19,7 @@ mod search;
 mod stabilize;
 pub use relaxed::relaxed_bound_matches_host;
 pub use search::*;
-pub use stabilize::stabilize_clamps_provable_ends;
+pub use stabilize::{stabilize_clamps_provable_ends, stabilize_modes_agree};
 
 /// The suite's options: the α/β search's relaxed bounds on the backend
 /// under test (its default picks the host for dense networks).
@@ -517,6 +517,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn stabilize_clamps_provable_ends_f32() {
                 $crate::conformance::stabilize_clamps_provable_ends::<_, f32>(&$make);
+            }
+            #[test]
+            fn stabilize_modes_agree_f64() {
+                $crate::conformance::stabilize_modes_agree::<_, f64>(&$make);
+            }
+            #[test]
+            fn stabilize_modes_agree_f32() {
+                $crate::conformance::stabilize_modes_agree::<_, f32>(&$make);
             }
             #[test]
             fn refinement_uses_layer_slopes_f64() {

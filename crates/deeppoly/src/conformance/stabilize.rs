@@ -5,7 +5,7 @@ use crate::analysis::Analyzer;
 use crate::backend::{Arith, Backend};
 use crate::ir::Op::{Concat, Dense, Relu};
 use crate::ir::{Network, Shape};
-use crate::property::InputBox;
+use crate::property::{Halfspace, InputBox, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
 
 /// 17 inputs in `[−1, 1]`, `s = Σx`, `r = relu(s)`,
@@ -20,15 +20,8 @@ use polycert_interval::Fp;
 /// leaves end with no unstable ReLU, so it is given up, not counted
 /// proved, and `q_2`'s bounds stay. Later nodes only narrow.
 pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
-    let n = 17;
-    let mut net = Network::new(Shape::flat(n));
-    let s = net.push("s", Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
-    let r = net.push("r", Relu, &[s]).expect("relu");
-    let rs = net.push("rs", Concat, &[r, s]).expect("concat");
-    let w = vec![1.0, -0.5, 0.0, 0.5, 1.0, -0.5];
-    let q = net.push("q", Dense { weight: w, bias: vec![0.25, 0.0, -0.25], out: 3 }, &[rs]).expect("q");
-    let rq = net.push("rq", Relu, &[q]).expect("relu q");
-    net.push("y", Dense { weight: vec![1.0; 3], bias: vec![0.0], out: 1 }, &[rq]).expect("y");
+    let (net, q) = clamp_net();
+    let n = net.input_shape().numel();
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
     let a = Analyzer::<B, T>::new(&net, be, no_pgd).expect("prepare");
@@ -46,5 +39,49 @@ pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
     for (node, (g, p)) in got.iter().zip(&plain).enumerate() {
         let inside = g.0.iter().zip(&p.0).all(|(a, b)| a >= b) && g.1.iter().zip(&p.1).all(|(a, b)| a <= b);
         assert!(inside, "node {node}: {g:?} is not within {p:?}");
+    }
+}
+
+/// The network above and its node `q`.
+fn clamp_net() -> (Network, usize) {
+    let n = 17;
+    let mut net = Network::new(Shape::flat(n));
+    let s = net.push("s", Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", Relu, &[s]).expect("relu");
+    let rs = net.push("rs", Concat, &[r, s]).expect("concat");
+    let w = vec![1.0, -0.5, 0.0, 0.5, 1.0, -0.5];
+    let q = net.push("q", Dense { weight: w, bias: vec![0.25, 0.0, -0.25], out: 3 }, &[rs]).expect("q");
+    let rq = net.push("rq", Relu, &[q]).expect("relu q");
+    net.push("y", Dense { weight: vec![1.0; 3], bias: vec![0.0], out: 1 }, &[rq]).expect("y");
+    (net, q)
+}
+
+/// `y ≥ q_0 = |s|/2 + 1/4` on the network above, so `y > 0.2`, which
+/// DeepPoly alone does not prove (its `q_0 ≥ −8.25`): every
+/// `Options::stabilize` proves it by search, `Auto` in its plain stage or
+/// after it, `On` from the stabilised root. `y > 1` fails at the box centre
+/// (`y = 1/4` there), and every mode finds that.
+pub fn stabilize_modes_agree<B: Backend<T>, T: Fp>(be: &B) {
+    let (net, _) = clamp_net();
+    let n = net.input_shape().numel();
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let prop = |d: f64| Property {
+        name: format!("y > {d}"),
+        subproblems: vec![SubProblem {
+            input: input.clone(),
+            unsafe_region: vec![vec![Halfspace { c: vec![1.0], d }]],
+        }],
+        label: None,
+    };
+    for mode in [crate::Stabilize::Off, crate::Stabilize::Auto, crate::Stabilize::On] {
+        let o =
+            crate::Options { stabilize: mode, timeout: Some(std::time::Duration::from_secs(60)), ..opts(Arith::Point) };
+        let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
+        let holds = a.analyze(&prop(0.2)).expect("y > 0.2");
+        assert_eq!(holds.verdict, Verdict::Verified, "{mode:?}: y > 0.2");
+        let stats = holds.search.expect("a ReLU search ran");
+        assert!(stats.leaves_proved >= 1 && stats.leaves_open == 0, "{mode:?}: {stats:?}");
+        let fails = a.analyze(&prop(1.0)).expect("y > 1");
+        assert!(matches!(fails.verdict, Verdict::Falsified(_)), "{mode:?}: y > 1 gave {:?}", fails.verdict);
     }
 }
