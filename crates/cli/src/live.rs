@@ -24,6 +24,12 @@ pub fn bar(jobs: usize) -> ProgressBar {
 
 /// The search's part of the line, while one runs.
 pub fn search_message(s: &Snapshot) -> Option<String> {
+    if let Some(t) = s.stabilizing {
+        return Some(format!(
+            "stabilising: node {} ({} unstable inputs); {} made stable so far",
+            t.node, t.unstable, t.made_stable
+        ));
+    }
     s.searching.then(|| {
         format!("search: {} leaves proved, {} open, weakest bound {:.3e}", s.leaves_proved, s.leaves_open, s.weakest)
     })
@@ -50,9 +56,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_line_shows_a_running_search_only() {
-        let s = Snapshot { searching: true, rounds: 7, leaves_proved: 1234, leaves_open: 56, weakest: -0.0125 };
+    fn the_line_shows_a_running_search_or_stabilisation() {
+        let s = Snapshot {
+            searching: true,
+            rounds: 7,
+            leaves_proved: 1234,
+            leaves_open: 56,
+            weakest: -0.0125,
+            stabilizing: None,
+        };
         assert_eq!(search_message(&s).as_deref(), Some("search: 1234 leaves proved, 56 open, weakest bound -1.250e-2"));
         assert_eq!(search_message(&Snapshot { searching: false, ..s }), None);
+        let t = polycert_deeppoly::progress::Stabilizing { node: 7, unstable: 217, made_stable: 248 };
+        let stab = Snapshot { searching: false, stabilizing: Some(t), ..s };
+        assert_eq!(
+            search_message(&stab).as_deref(),
+            Some("stabilising: node 7 (217 unstable inputs); 248 made stable so far")
+        );
     }
 }

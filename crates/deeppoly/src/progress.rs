@@ -12,6 +12,12 @@ pub struct Progress {
     proved: AtomicUsize,
     open: AtomicUsize,
     weakest: AtomicU64,
+    /// Stabilisation (`stabilize.rs`): the ReLU input node being searched
+    /// plus one (0: none), its unstable inputs, and the inputs made stable
+    /// so far at the root.
+    stab_node: AtomicUsize,
+    stab_unstable: AtomicUsize,
+    stab_proved: AtomicUsize,
 }
 
 impl Default for Progress {
@@ -22,6 +28,9 @@ impl Default for Progress {
             proved: AtomicUsize::new(0),
             open: AtomicUsize::new(0),
             weakest: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
+            stab_node: AtomicUsize::new(0),
+            stab_unstable: AtomicUsize::new(0),
+            stab_proved: AtomicUsize::new(0),
         }
     }
 }
@@ -40,6 +49,18 @@ pub struct Snapshot {
     pub leaves_open: usize,
     /// Its weakest open leaf's bound after the latest round.
     pub weakest: f64,
+    /// While a search root is stabilised: the node whose unstable inputs
+    /// are searched, how many they are, and how many inputs were made
+    /// stable so far.
+    pub stabilizing: Option<Stabilizing>,
+}
+
+/// See [`Snapshot::stabilizing`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stabilizing {
+    pub node: usize,
+    pub unstable: usize,
+    pub made_stable: usize,
 }
 
 impl Progress {
@@ -50,7 +71,23 @@ impl Progress {
             leaves_proved: self.proved.load(Relaxed),
             leaves_open: self.open.load(Relaxed),
             weakest: f64::from_bits(self.weakest.load(Relaxed)),
+            stabilizing: match self.stab_node.load(Relaxed) {
+                0 => None,
+                n => Some(Stabilizing {
+                    node: n - 1,
+                    unstable: self.stab_unstable.load(Relaxed),
+                    made_stable: self.stab_proved.load(Relaxed),
+                }),
+            },
         }
+    }
+
+    /// Marks a root's stabilisation running until the guard drops.
+    pub(crate) fn stabilizing(p: Option<&Progress>) -> Stab<'_> {
+        if let Some(p) = p {
+            p.stab_proved.store(0, Relaxed);
+        }
+        Stab(p)
     }
 
     /// Marks a search running until the guard drops.
@@ -80,6 +117,34 @@ impl Drop for Live<'_> {
     fn drop(&mut self) {
         if let Some(p) = self.0 {
             p.searching.store(false, Relaxed);
+        }
+    }
+}
+
+/// A running stabilisation's handle on its [`Progress`].
+pub(crate) struct Stab<'p>(Option<&'p Progress>);
+
+impl Stab<'_> {
+    /// Node `node`'s `unstable` inputs are searched next.
+    pub fn layer(&self, node: usize, unstable: usize) {
+        if let Some(p) = self.0 {
+            p.stab_unstable.store(unstable, Relaxed);
+            p.stab_node.store(node + 1, Relaxed);
+        }
+    }
+
+    /// `k` more inputs were made stable.
+    pub fn proved(&self, k: usize) {
+        if let Some(p) = self.0 {
+            p.stab_proved.fetch_add(k, Relaxed);
+        }
+    }
+}
+
+impl Drop for Stab<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            p.stab_node.store(0, Relaxed);
         }
     }
 }

@@ -29,9 +29,10 @@ use polycert_interval::Fp;
 use std::rc::Rc;
 use std::time::Instant;
 
-/// Progress of a search: leaves proved, leaves left open, and the weakest
-/// open leaf's bound (the largest lower bound among the half-spaces of its
-/// weakest disjunct; the sub-problem is proved once every leaf's is > 0).
+/// Progress of a search: leaves proved (with `Stabilize::Auto`, those of
+/// its plain stage too), leaves left open, and the weakest open leaf's
+/// bound (the largest lower bound among the half-spaces of its weakest
+/// disjunct; the sub-problem is proved once every leaf's is > 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct SearchStats {
     /// What is split: "input" or "ReLU".

@@ -53,6 +53,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let now = Instant::now();
         let stage = deadline.map(|d| now + d.saturating_duration_since(now).mul_f64(SHARE));
         let mut st = self.refined_root(input, deadline)?;
+        let live = crate::progress::Progress::stabilizing(self.opts.progress.as_deref());
         let nodes = self.net.nodes();
         let last = nodes.len() - 1;
         // The first ReLU's input is affine in the box: its bounds are tight.
@@ -71,6 +72,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 continue;
             }
             let t0 = Instant::now();
+            live.layer(p, unstable.len());
             let proved = match self.stable_ends(&st, input, (p, &unstable), (stage, until)) {
                 Ok(p) => p,
                 // A failure (out of memory) keeps the bounds found so far.
@@ -80,6 +82,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let (k, u, t) = (proved.len(), unstable.len(), t0.elapsed());
                 eprintln!("stabilize node {p}: {k} of {u} unstable proved stable in {t:.2?}");
             }
+            live.proved(proved.len());
             // Deeper layers are harder: where one gives nothing, stop.
             if proved.is_empty() {
                 break;
