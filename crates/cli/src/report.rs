@@ -101,7 +101,44 @@ pub fn summary(records: &[Record]) -> String {
         times.last().copied().unwrap_or(0.0),
         times.iter().sum::<f64>()
     ));
+    let solved: Vec<(&str, f64)> = records
+        .iter()
+        .filter(|r| r.result == "verified" || r.result == "falsified")
+        .map(|r| (r.result.as_str(), r.seconds))
+        .collect();
+    s.push_str(&solved_line(&solved));
     s
+}
+
+/// The median time per solved instance (VNN-COMP's `unsat`/`sat`, or
+/// `verified`/`falsified`), given `(result, seconds)` of those only.
+pub fn solved_line(solved: &[(&str, f64)]) -> String {
+    let mut times: Vec<f64> = solved.iter().map(|r| r.1).collect();
+    times.sort_by(f64::total_cmp);
+    if times.is_empty() {
+        return "solved: none\n".into();
+    }
+    format!(
+        "solved: {}, median {:.4}s, total {:.2}s\n",
+        times.len(),
+        percentile(&times, 0.5),
+        times.iter().sum::<f64>()
+    )
+}
+
+/// `vnncomp`'s closing lines: the count of each result, then
+/// [`solved_line`], from `(result, seconds)` per instance.
+pub fn vnn_summary(rows: &[(&'static str, f64)]) -> String {
+    let mut s = String::new();
+    for k in ["unsat", "sat", "timeout", "unknown", "error"] {
+        let n = rows.iter().filter(|r| r.0 == k).count();
+        if n > 0 {
+            s.push_str(&format!("{k} {n}  "));
+        }
+    }
+    s.push_str(&format!("(of {})\n", rows.len()));
+    let solved: Vec<(&str, f64)> = rows.iter().filter(|r| r.0 == "unsat" || r.0 == "sat").copied().collect();
+    s + &solved_line(&solved)
 }
 
 #[cfg(test)]
@@ -119,10 +156,21 @@ mod tests {
         assert!(s.contains("verified            1"), "{s}");
         assert!(s.contains("error               1"), "{s}");
         assert!(s.contains("max 3.0000s"), "{s}");
+        assert!(s.contains("solved: 1, median 3.0000s, total 3.00s"), "{s}");
         let mut buf = Vec::new();
         a.emit_json(&mut buf).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["result"], "error");
         assert_eq!(v["error"], "boom");
+    }
+
+    #[test]
+    fn vnn_summary_counts_and_solved_median() {
+        let rows = [("unsat", 4.0), ("timeout", 300.0), ("sat", 1.0), ("unsat", 10.0), ("error", 0.5)];
+        assert_eq!(
+            vnn_summary(&rows),
+            "unsat 2  sat 1  timeout 1  error 1  (of 5)\nsolved: 3, median 4.0000s, total 15.00s\n"
+        );
+        assert_eq!(vnn_summary(&[("timeout", 300.0)]), "timeout 1  (of 1)\nsolved: none\n");
     }
 }

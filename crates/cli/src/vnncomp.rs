@@ -108,6 +108,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
     let cex_dir = PathBuf::from(format!("{}.cex", a.results.display()));
     let mut models: HashMap<String, std::result::Result<model::Imported, String>> = HashMap::new();
     let (mut all_unsat, mut first_error) = (true, None);
+    let mut tally: Vec<(&'static str, f64)> = Vec::with_capacity(instances.len());
     // Load time per network, charged to the first row that uses it.
     let prepare: std::cell::RefCell<HashMap<String, f64>> = Default::default();
     let pending: Vec<&Instance> =
@@ -143,6 +144,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             )
         });
         bar.inc(1);
+        tally.push((r, rec.seconds));
         all_unsat &= r == "unsat";
         if first_error.is_none() {
             first_error = rec.error;
@@ -223,6 +225,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
         Ok(())
     })?;
     bar.finish_and_clear();
+    eprint!("{}", crate::report::vnn_summary(&tally));
     if let Some(e) = first_error {
         bail!(InputError(format!("some instances failed; first error: {e}")));
     }

@@ -179,7 +179,10 @@ fn vnncomp_keeps_rows_on_error_and_resumes() {
     let args =
         ["vnncomp", "--instances", inst.to_str().unwrap(), "--results", res.to_str().unwrap(), "--backend", "cpu"];
     let o = polycert(&args);
-    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    // The closing summary: the tally, then the solved instances' median time.
+    assert!(err.contains("unsat 1  error 1  (of 2)\nsolved: 1, median "), "{err}");
     let rows = result_rows(&res);
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0][..3], ["digits.onnx", "good.vnnlib", "unsat"]);
