@@ -101,19 +101,15 @@ pub fn summary(records: &[Record]) -> String {
         times.last().copied().unwrap_or(0.0),
         times.iter().sum::<f64>()
     ));
-    let solved: Vec<(&str, f64)> = records
-        .iter()
-        .filter(|r| r.result == "verified" || r.result == "falsified")
-        .map(|r| (r.result.as_str(), r.seconds))
-        .collect();
-    s.push_str(&solved_line(&solved));
+    let solved: Vec<f64> =
+        records.iter().filter(|r| r.result == "verified" || r.result == "falsified").map(|r| r.seconds).collect();
+    s.push_str(&solved_line(solved));
     s
 }
 
 /// The median time per solved instance (VNN-COMP's `unsat`/`sat`, or
-/// `verified`/`falsified`), given `(result, seconds)` of those only.
-pub fn solved_line(solved: &[(&str, f64)]) -> String {
-    let mut times: Vec<f64> = solved.iter().map(|r| r.1).collect();
+/// `verified`/`falsified`), given the seconds of those only.
+pub fn solved_line(mut times: Vec<f64>) -> String {
     times.sort_by(f64::total_cmp);
     if times.is_empty() {
         return "solved: none\n".into();
@@ -137,8 +133,8 @@ pub fn vnn_summary(rows: &[(&'static str, f64)]) -> String {
         }
     }
     s.push_str(&format!("(of {})\n", rows.len()));
-    let solved: Vec<(&str, f64)> = rows.iter().filter(|r| r.0 == "unsat" || r.0 == "sat").copied().collect();
-    s + &solved_line(&solved)
+    let solved: Vec<f64> = rows.iter().filter(|r| r.0 == "unsat" || r.0 == "sat").map(|r| r.1).collect();
+    s + &solved_line(solved)
 }
 
 #[cfg(test)]

@@ -144,31 +144,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let Some(how) = self.branching() else {
             return Ok(Search::Open { timed_out: false });
         };
-        let relus = how == Branching::Relus && !self.opts.optimize_intermediate;
-        let stabilize = relus
-            && match self.opts.stabilize {
-                Stabilize::Off => false,
-                Stabilize::On => true,
-                Stabilize::Auto => match deadline {
-                    Some(d) if self.stages_stabilization() => {
-                        // The plain search first, on a tenth of the time.
-                        let now = Instant::now();
-                        let plain = now + d.saturating_duration_since(now).mul_f64(PLAIN_SHARE);
-                        let mut first = SearchStats::default();
-                        let r =
-                            self.search_from(sp, (None, None), Some(plain), &mut first, &mut RootTally::default())?;
-                        stats.branching = first.branching;
-                        stats.leaves_proved += first.leaves_proved;
-                        if !matches!(r, Search::Open { .. }) || Instant::now() >= d {
-                            stats.leaves_open += first.leaves_open;
-                            stats.best_bound = first.best_bound;
-                            return Ok(r);
-                        }
-                        true
+        let stabilize = match self.opts.stabilize {
+            _ if how != Branching::Relus || self.opts.optimize_intermediate => false,
+            Stabilize::Off => false,
+            Stabilize::On => true,
+            Stabilize::Auto => match deadline {
+                Some(d) if self.stages_stabilization() => {
+                    if let Some(r) = self.plain_stage(sp, d, stats)? {
+                        return Ok(r);
                     }
-                    _ => false,
-                },
-            };
+                    true
+                }
+                _ => false,
+            },
+        };
         // The root's bounds, tightened once: every disjunct and leaf
         // inherits them.
         let prior = match how {
@@ -187,6 +176,29 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             r => r?.map_or((None, None), |(b, s)| (Some(Rc::new(b)), s)),
         };
         self.search_from(sp, (prior, inter), deadline, stats, &mut RootTally::default())
+    }
+
+    /// `Stabilize::Auto`'s plain search, on a tenth of the time to `deadline`:
+    /// its answer, unless it left the sub-problem open with time to spare.
+    /// Its leaves proved count in `stats`.
+    fn plain_stage(
+        &self,
+        sp: &SubProblem,
+        deadline: Instant,
+        stats: &mut SearchStats,
+    ) -> Result<Option<Search>, AnalysisError> {
+        let now = Instant::now();
+        let plain = now + deadline.saturating_duration_since(now).mul_f64(PLAIN_SHARE);
+        let mut first = SearchStats::default();
+        let r = self.search_from(sp, (None, None), Some(plain), &mut first, &mut RootTally::default())?;
+        stats.branching = first.branching;
+        stats.leaves_proved += first.leaves_proved;
+        if matches!(r, Search::Open { .. }) && Instant::now() < deadline {
+            return Ok(None);
+        }
+        stats.leaves_open += first.leaves_open;
+        stats.best_bound = first.best_bound;
+        Ok(Some(r))
     }
 
     /// Whether `Stabilize::Auto` stabilises this network's ReLU searches:

@@ -254,11 +254,10 @@ fn check_net<B: Backend<T>, T: Fp>(
         // c·y − d ≥ lb at output values `y` (exact or float32), and a verified
         // property holds there: every disjunct has a half-space with c·y > d.
         let holds = |y: &[Rational]| {
-            let margin = |h: &Halfspace| margin_at(h, y);
-            let safe = region.iter().all(|conj| conj.iter().any(|h| margin(h) > 0));
+            let safe = region.iter().all(|conj| conj.iter().any(|h| margin_at(h, y) > 0));
             rows.iter()
                 .zip(&outcome.lower_bounds)
-                .all(|(h, &lb)| Rational::from_f64(lb).is_none_or(|lb| margin(h) >= lb))
+                .all(|(h, &lb)| Rational::from_f64(lb).is_none_or(|lb| margin_at(h, y) >= lb))
                 && (!verified || safe)
         };
         for t in 0..30 {
