@@ -11,9 +11,7 @@ const GPU_TESTS: &[(&str, &str)] = &[
     ("polycert-backend-cuda", "conformance"),
     ("polycert-backend-cuda", "differential"),
     ("polycert-backend-cuda", "shared_differential"),
-    ("polycert-soundness", "backend_kernels"),
-    ("polycert-soundness", "point_kernels"),
-    ("polycert-soundness", "network_enclosure"),
+    ("polycert-soundness", "soundness"),
 ];
 
 fn run(cmd: &mut Command) -> Result<String> {

@@ -5,9 +5,7 @@
 //! and by value, pairwise trees, FMA chains, blocked split-K) and also
 //! exactly with rug. Lengths go up to 300.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use polycert_interval::{FloatModel, fp_dot_enclosure};
 use proptest::prelude::*;
 

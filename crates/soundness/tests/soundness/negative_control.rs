@@ -5,9 +5,7 @@
 //! that the unsound variant is caught, while the real implementation passes
 //! the same cases.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use polycert_interval::{FloatModel, Interval, dot, fp, fp_dot_enclosure};
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};

@@ -4,9 +4,7 @@
 //! add/sub/conversion (TwoSum is exact), at most one ulp beyond it for
 //! mul/div (which step outward unconditionally near underflow).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use polycert_interval::fp;
 use proptest::prelude::*;
 

@@ -5,9 +5,7 @@
 
 #![allow(clippy::needless_range_loop)] // index arithmetic mirrors the kernels
 
-mod common;
-
-use common::kernels::{conv_layer, conv_scatter, planes, prod, q, vals};
+use crate::common::kernels::{conv_layer, conv_scatter, planes, prod, q, vals};
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::testnets::SplitMix;
 use polycert_deeppoly::{Backend, ConvParams, FloatModel, Geom, ReluParams, Shape};

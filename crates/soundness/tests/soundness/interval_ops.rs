@@ -5,9 +5,7 @@
 //! output must also be tight (the correctly rounded hull, or one ulp more
 //! for products).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use polycert_interval::{Interval, IntervalError, fp};
 use proptest::prelude::*;
 

@@ -3,9 +3,7 @@
 //! `Σ x_i·w_i` over the box (sums of the exact corner products) and the
 //! exact value at a random point must lie in the result.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use polycert_interval::{DotAcc, Interval, dot, dot_scalar, kernels};
 use proptest::prelude::*;
 

@@ -13,10 +13,8 @@
 
 #![allow(clippy::needless_range_loop)] // index arithmetic mirrors the kernels
 
-mod common;
-
-use common::kernels::{conv_layer, conv_scatter, placed, rand_geom, rand_shape};
-use common::{ExactSum, Ext, TF, pow2, rat, rd, ru};
+use crate::common::kernels::{conv_layer, conv_scatter, placed, rand_geom, rand_shape};
+use crate::common::{ExactSum, Ext, TF, pow2, rat, rd, ru};
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::testnets::SplitMix;
 use polycert_deeppoly::{Backend, ConvParams, Geom, Magnitudes, Pool, PoolParams, ReluParams, Shape};
@@ -159,7 +157,7 @@ fn verdict(lbs: &[Lb], d: &[f64]) -> Res<()> {
     for (r, (lb, &dr)) in lbs.iter().zip(d).enumerate() {
         let b = lb.bound();
         if dr.is_nan() || dr == f64::INFINITY || (dr > f64::NEG_INFINITY && Ext::of(dr) > b) {
-            return Err(format!("row {r}: δ = {dr:e} above the exact bound {} ({lb:?})", common::show(&b)));
+            return Err(format!("row {r}: δ = {dr:e} above the exact bound {} ({lb:?})", crate::common::show(&b)));
         }
     }
     Ok(())
@@ -553,9 +551,9 @@ fn run<B: Backend<T>, T: TF>(be: &B, name: &str, op: Op<B>) {
     let one = std::env::var("POINT_SEED").map(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex"));
     let seeds: Vec<u64> = match one {
         Ok(s) => vec![s],
-        Err(_) => {
-            (0..common::cases() as u64).map(|i| base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15))).collect()
-        }
+        Err(_) => (0..crate::common::cases() as u64)
+            .map(|i| base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+            .collect(),
     };
     let (mut rows, mut finite) = (0usize, 0usize);
     for &seed in &seeds {
