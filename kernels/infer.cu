@@ -93,6 +93,20 @@ __device__ void pw_slope_grad(const T* __restrict__ g, const T* __restrict__ x, 
     if (i < total) y[i] = g[i] >= (T)0 ? g[i] * x[i] * free_[i] : (T)0;
 }
 
+// y[k] = x[idx[k]]: a sparse download's gather (indices checked by the host).
+template <typename T>
+__device__ void gather(const T* __restrict__ x, const unsigned* __restrict__ idx, T* __restrict__ y, size_t k) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < k) y[i] = x[idx[i]];
+}
+
+// y[idx[k]] = v[k]: a sparse upload's scatter (indices checked by the host).
+template <typename T>
+__device__ void scatter(T* __restrict__ y, const unsigned* __restrict__ idx, const T* __restrict__ v, size_t k) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < k) y[idx[i]] = v[i];
+}
+
 #define INSTANTIATE_INFER(T, S)                                                                                 \
     extern "C" __global__ void infer_bias_##S(T* y, const T* b, size_t n, size_t total) {                      \
         infer_bias<T>(y, b, n, total);                                                                          \
@@ -127,6 +141,12 @@ __device__ void pw_slope_grad(const T* __restrict__ g, const T* __restrict__ x, 
     }                                                                                                           \
     extern "C" __global__ void pw_slope_grad_##S(const T* g, const T* x, const T* f, T* y, size_t total) {     \
         pw_slope_grad<T>(g, x, f, y, total);                                                                    \
+    }                                                                                                           \
+    extern "C" __global__ void gather_##S(const T* x, const unsigned* idx, T* y, size_t k) {                   \
+        gather<T>(x, idx, y, k);                                                                                \
+    }                                                                                                           \
+    extern "C" __global__ void scatter_##S(T* y, const unsigned* idx, const T* v, size_t k) {                  \
+        scatter<T>(y, idx, v, k);                                                                               \
     }
 
 INSTANTIATE_INFER(float, f32)

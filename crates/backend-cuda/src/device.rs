@@ -52,6 +52,8 @@ pub const KERNEL_NAMES: &[&str] = &[
     "pw_relax_line",
     "pw_select",
     "pw_slope_grad",
+    "gather",
+    "scatter",
     "fpna_order",
     "fpna_partials",
     "fpna_final",

@@ -199,6 +199,42 @@ impl CudaBackend {
         self.dev.stream.memcpy_dtod(&from, &mut to).map_err(|e| driver_err("copy", e))
     }
 
+    /// The largest index of `idx`, checked against a buffer of `len` values.
+    fn check_indices(what: &str, idx: &[u32], len: usize) -> BResult<()> {
+        match idx.iter().copied().max() {
+            Some(i) if i as usize >= len => Err(failure(format!("{what}: index {i} out of a buffer of {len} values"))),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn i_gather<T: GpuScalar>(&self, x: &GpuBuf<T>, idx: &[u32]) -> BResult<Vec<T>> {
+        Self::check_indices("gather", idx, x.len)?;
+        if idx.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (k, d_idx) = (idx.len() as u64, self.htod(idx)?);
+        let y = self.alloc_written::<T>(idx.len())?;
+        let mut l = self.dev.stream.launch_builder(self.dev.func("gather", T::SUFFIX));
+        l.arg(&x.data).arg(&d_idx).arg(&y).arg(&k);
+        unsafe { l.launch(grid_for(idx.len())) }.map_err(|e| driver_err("gather", e))?;
+        self.dtoh(&y, idx.len())
+    }
+
+    pub(crate) fn i_scatter<T: GpuScalar>(&self, base: &GpuBuf<T>, idx: &[u32], vals: &[T]) -> BResult<GpuBuf<T>> {
+        if idx.len() != vals.len() {
+            return Err(failure(format!("scatter: {} indices for {} values", idx.len(), vals.len())));
+        }
+        Self::check_indices("scatter", idx, base.len)?;
+        let mut y = self.dev.stream.clone_dtod(&base.data).map_err(|e| driver_err("scatter", e))?;
+        if !idx.is_empty() {
+            let (k, d_idx, d_v) = (idx.len() as u64, self.htod(idx)?, self.htod(vals)?);
+            let mut l = self.dev.stream.launch_builder(self.dev.func("scatter", T::SUFFIX));
+            l.arg(&mut y).arg(&d_idx).arg(&d_v).arg(&k);
+            unsafe { l.launch(grid_for(idx.len())) }.map_err(|e| driver_err("scatter", e))?;
+        }
+        Ok(self.buf(y, base.len))
+    }
+
     /// Records the calls of `f` on this backend's stream as a CUDA graph.
     /// Not with cudarc's cross-stream events (a capture cannot hold them);
     /// a call that cannot be recorded (a sync, a host transfer) ends the

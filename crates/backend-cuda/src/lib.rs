@@ -790,6 +790,16 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.i_grad_conv(c, w, input, g, batch)
     }
 
+    fn gather(&self, x: &GpuBuf<T>, idx: &[u32]) -> BResult<Vec<T>> {
+        let _span = self.trace.span("gather");
+        self.i_gather(x, idx)
+    }
+
+    fn scatter(&self, base: &GpuBuf<T>, idx: &[u32], vals: &[T]) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("scatter");
+        self.i_scatter(base, idx, vals)
+    }
+
     fn pointwise(&self, op: polycert_deeppoly::Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
         let _span = self.trace.span("pointwise");
         self.i_pointwise(op)

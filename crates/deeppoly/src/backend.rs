@@ -404,6 +404,25 @@ pub trait Backend<T: Fp>: Send + Sync {
         self.upload(&crate::infer::host_pointwise(&op, |b| self.download(b))?)
     }
 
+    /// `x[idx[k]]` for every `k`: a sparse download.
+    fn gather(&self, x: &Self::Buf, idx: &[u32]) -> BResult<Vec<T>> {
+        let v = self.download(x)?;
+        idx.iter().map(|&i| v.get(i as usize).copied().ok_or_else(|| out_of_range("gather", i, v.len()))).collect()
+    }
+
+    /// A copy of `base` with `vals[k]` at `idx[k]`: a sparse upload.
+    fn scatter(&self, base: &Self::Buf, idx: &[u32], vals: &[T]) -> BResult<Self::Buf> {
+        if idx.len() != vals.len() {
+            return Err(BackendError::Failure(format!("scatter: {} indices for {} values", idx.len(), vals.len())));
+        }
+        let mut v = self.download(base)?;
+        let n = v.len();
+        for (&i, &x) in idx.iter().zip(vals) {
+            *v.get_mut(i as usize).ok_or_else(|| out_of_range("scatter", i, n))? = x;
+        }
+        self.upload(&v)
+    }
+
     /// `dst[dst_at..][..len] = src[src_at..][..len]`. Backends that record
     /// graphs copy in place (the default replaces `dst`).
     fn copy_range(
@@ -440,4 +459,9 @@ pub trait Backend<T: Fp>: Send + Sync {
         let _ = graph;
         Err(BackendError::Failure("this backend records no graphs".into()))
     }
+}
+
+/// An index past a buffer's end, as gather and scatter report it.
+fn out_of_range(what: &str, i: u32, len: usize) -> BackendError {
+    BackendError::Failure(format!("{what}: index {i} out of a buffer of {len} values"))
 }

@@ -7,7 +7,7 @@
 //! Used with `RelaxedOn::HostRows` (an experiment, off by default).
 
 use crate::ir::{Network, NodeId, Op};
-use crate::lagrange::{Eval, Slopes, bound_line};
+use crate::lagrange::{Eval, SlopeGrads, Slopes, bound_line};
 use crate::relax::ReluLower;
 use crate::relaxed::RowSpec;
 use polycert_interval::Fp;
@@ -126,7 +126,7 @@ pub(crate) fn eval_rows<T: Fp>(
                 let (n, x) = (size(id), nodes[id].inputs[0]);
                 ga[id] = (0..n).map(|j| free[id][r * n + j] * at(x, j)).collect();
             }
-            bound.is_finite().then_some((bound, grad, ga))
+            bound.is_finite().then_some((bound, grad, SlopeGrads::Dense(ga)))
         })
         .collect()
 }
@@ -271,7 +271,8 @@ mod tests {
                 g.1.iter().zip(&want.1).all(|(&a, &b)| close(a, b)) && g.1.len() == want.1.len(),
                 "row {r}: β gradient"
             );
-            for (id, (a, b)) in g.2.iter().zip(&want.2).enumerate() {
+            let SlopeGrads::Dense(ga) = &g.2 else { panic!("row {r}: the host's α gradient is dense") };
+            for (id, (a, b)) in ga.iter().zip(&want.2).enumerate() {
                 assert!(
                     a.len() == b.len() && a.iter().zip(b).all(|(&x, &y)| close(x, y)),
                     "row {r}: α gradient at node {id}"

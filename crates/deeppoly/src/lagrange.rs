@@ -108,7 +108,26 @@ impl Adam {
 
 /// What an evaluator gives per row: its relaxed bound `c·y` with its β
 /// terms (before its `d`), and its supergradients `(∂L/∂β, ∂L/∂α)`.
-pub(crate) type Eval = (f64, Vec<f64>, Slopes);
+pub(crate) type Eval = (f64, Vec<f64>, SlopeGrads);
+
+/// A row's supergradient in the lower slopes: per node and neuron (the
+/// host's evaluators), or only at the free slopes, in [`free_slopes`]'s
+/// order (the backend's, which downloads no more).
+#[derive(Debug, Clone)]
+pub(crate) enum SlopeGrads {
+    Dense(Slopes),
+    Free(Vec<f64>),
+}
+
+impl SlopeGrads {
+    /// The supergradient of free slope `k`, neuron `j` of node `id`.
+    pub(crate) fn at(&self, k: usize, (id, j): (usize, usize)) -> f64 {
+        match self {
+            SlopeGrads::Dense(s) => s.get(id).and_then(|v| v.get(j)).copied().unwrap_or(0.0),
+            SlopeGrads::Free(v) => v.get(k).copied().unwrap_or(0.0),
+        }
+    }
+}
 
 /// One slot's Adam search over its rows' β and its shared slopes, driven
 /// by whoever evaluates the rows: the host ([`finish_on_host`]) or the
@@ -250,9 +269,8 @@ impl SlotSearch {
             let grad: Vec<f64> = self
                 .unstable
                 .iter()
-                .map(|&(id, j)| {
-                    evals.iter().filter(|e| e.0 <= PROVED_MARGIN).map(|e| e.2[id].get(j).copied().unwrap_or(0.0)).sum()
-                })
+                .enumerate()
+                .map(|(k, &at)| evals.iter().filter(|e| e.0 <= PROVED_MARGIN).map(|e| e.2.at(k, at)).sum())
                 .collect();
             self.adam_a.step(t, &mut self.flat_a, &grad);
             for (&(id, j), &v) in self.unstable.iter().zip(&self.flat_a) {
@@ -299,7 +317,10 @@ pub(crate) fn finish_on_host<T: Fp>(
         let evals: Option<Vec<Eval>> = rows
             .par_iter()
             .zip(search.betas())
-            .map(|(r, b)| relaxed_bound(net, (bounds, offsets), (net.output(), r.c), splits, b, a, lower))
+            .map(|(r, b)| {
+                relaxed_bound(net, (bounds, offsets), (net.output(), r.c), splits, b, a, lower)
+                    .map(|(l, gb, ga)| (l, gb, SlopeGrads::Dense(ga)))
+            })
             .collect();
         let Some(evals) = evals else { return (None, search.evaluations()) };
         search.update(evals);

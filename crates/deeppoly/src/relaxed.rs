@@ -11,7 +11,7 @@
 use crate::analysis::{Analyzer, Params};
 use crate::backend::{BResult, Backend, Pointwise};
 use crate::ir::{NodeId, Op};
-use crate::lagrange::{Eval, Offsets, Slopes, SlotBounds, SplitConstraint};
+use crate::lagrange::{Eval, Offsets, SlopeGrads, Slopes, SlotBounds, SplitConstraint};
 use crate::relax::{ReluLower, relu_relax, unstable};
 use polycert_interval::Fp;
 use rayon::prelude::*;
@@ -25,16 +25,22 @@ pub(crate) struct RowSpec<'r, T> {
     pub splits: &'r [SplitConstraint],
 }
 
-/// A ReLU node's per-row lines: the upper line's slope and intercept and
-/// which lower slopes are free (unstable input; 1 or 0) on the backend, the
-/// relaxation's lower slope and the free ones' indices on the host.
+/// A ReLU node's per-row lines: the upper line's slope and intercept,
+/// which lower slopes are free (unstable input; 1 or 0) and the
+/// relaxation's lower slopes on the backend, the relaxation's lower slopes
+/// and the free ones' indices on the host. Per evaluation only the free
+/// slopes go up (`Backend::scatter`) and their supergradients come down
+/// (`Backend::gather`).
 struct ReluLines<Buf, T> {
     up: Buf,
     icpt: Buf,
     free_mask: Buf,
+    lam_lo_dev: Buf,
     lam_lo: Vec<T>,
     /// Per row, its free neurons.
     free: Vec<Vec<u32>>,
+    /// The free neurons' positions in the `rows × n` tables, row by row.
+    free_at: Vec<u32>,
 }
 
 /// What stays fixed across a search's evaluations: the rows' tables on the
@@ -65,6 +71,11 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
                 || matches!(op, Op::ChannelAffine { .. })
         };
         if rows.is_empty() || !net.nodes().iter().all(|n| supported(&n.op)) {
+            return Ok(None);
+        }
+        // Gather and scatter index the `rows × n` tables with u32.
+        let widest = net.nodes().iter().map(|n| n.shape.numel()).max().unwrap_or(0);
+        if rows.len().saturating_mul(widest) > u32::MAX as usize {
             return Ok(None);
         }
         let t = |v: f64| T::from_f64_nearest(v);
@@ -122,12 +133,20 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             })
             .collect();
         let col = |k: usize| -> Vec<T> { per.par_iter().flat_map_iter(|(v, _)| v.iter().map(move |e| e[k])).collect() };
+        let free_at = per
+            .iter()
+            .enumerate()
+            .flat_map(|(r, (v, free))| free.iter().map(move |&j| (r * v.len()) as u32 + j))
+            .collect();
+        let lam_lo = col(2);
         Ok(ReluLines {
             up: be.upload(&col(0))?,
             icpt: be.upload(&col(1))?,
             free_mask: be.upload(&col(3))?,
-            lam_lo: col(2),
+            lam_lo_dev: be.upload(&lam_lo)?,
+            lam_lo,
             free: per.into_iter().map(|(_, f)| f).collect(),
+            free_at,
         })
     }
 
@@ -144,15 +163,21 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             lo_tab.push(match lines {
                 Some(l) => {
                     let n = nodes[id].shape.numel();
-                    let mut v = l.lam_lo.clone();
-                    v.par_chunks_mut(n.max(1)).zip(alpha).zip(&l.free).for_each(|((v, a), free)| {
-                        if let Some(a) = a.and_then(|a| a.get(id)).filter(|a| a.len() == n) {
-                            for &j in free {
-                                v[j as usize] = T::from_f64_nearest(a[j as usize]);
-                            }
-                        }
-                    });
-                    Some(be.upload(&v)?)
+                    let vals: Vec<T> = l
+                        .free
+                        .par_iter()
+                        .zip(alpha)
+                        .enumerate()
+                        .flat_map_iter(|(r, (free, a))| {
+                            let a = a.and_then(|a| a.get(id)).filter(|a| a.len() == n);
+                            let own = &l.lam_lo[r * n..];
+                            free.iter().map(move |&j| match a {
+                                Some(a) => T::from_f64_nearest(a[j as usize]),
+                                None => own[j as usize],
+                            })
+                        })
+                        .collect();
+                    Some(be.scatter(&l.lam_lo_dev, &l.free_at, &vals)?)
                 }
                 None => None,
             });
@@ -269,23 +294,38 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             |b: &B::Buf| -> BResult<Vec<f64>> { Ok(be.download(b)?.par_iter().map(|v| v.to_f64_exact()).collect()) };
         let y = host(value(net, z, net.output()))?;
         let n_out = net.output_shape().numel();
-        let mut zs: Vec<Option<Vec<f64>>> = vec![None; nodes.len()];
+        // The split neurons' values, row by row in the order of its splits.
+        let mut zs: Vec<Vec<f64>> = self.rows.iter().map(|r| vec![0.0; r.splits.len()]).collect();
         for &k in &self.split_nodes {
-            zs[k] = Some(host(value(net, z, k))?);
+            let n = nodes[k].shape.numel();
+            let at = |r: usize| self.rows[r].splits.iter().enumerate().filter(move |(_, s)| s.node == k);
+            let idx: Vec<u32> =
+                (0..self.rows.len()).flat_map(|r| at(r).map(move |(_, s)| (r * n + s.neuron) as u32)).collect();
+            let mut got = be.gather(value(net, z, k), &idx)?.into_iter();
+            for (r, zr) in zs.iter_mut().enumerate() {
+                for (i, _) in at(r) {
+                    zr[i] = got.next().map_or(0.0, |v| v.to_f64_exact());
+                }
+            }
         }
-        // ∂L/∂α_j = a_j·x_j where the row's lower slope j is free and used.
-        let mut grads: Vec<Slopes> = vec![vec![Vec::new(); nodes.len()]; self.rows.len()];
+        // ∂L/∂α_j = a_j·x_j where the row's lower slope j is free and used,
+        // gathered at the free slopes only.
+        let mut grads: Vec<Vec<f64>> = vec![Vec::new(); self.rows.len()];
         if alpha.iter().any(Option::is_some) {
             for (id, lines) in self.relu.iter().enumerate() {
                 let Some(l) = lines else { continue };
                 let x = value(net, z, nodes[id].inputs[0]);
-                let g = host(&be.pointwise(Pointwise::SlopeGrad { g: &coef[id], x, free: &l.free_mask })?)?;
-                let n = nodes[id].shape.numel();
-                grads.par_iter_mut().zip(g.par_chunks(n.max(1))).zip(alpha).for_each(|((grad, g), a)| {
+                let g = be
+                    .gather(&be.pointwise(Pointwise::SlopeGrad { g: &coef[id], x, free: &l.free_mask })?, &l.free_at)?;
+                let mut g = g.into_iter();
+                for ((grad, free), a) in grads.iter_mut().zip(&l.free).zip(alpha) {
+                    let mine = g.by_ref().take(free.len()).map(|v| v.to_f64_exact());
                     if a.is_some() {
-                        grad[id] = g.to_vec();
+                        grad.extend(mine);
+                    } else {
+                        mine.for_each(drop);
                     }
-                });
+                }
             }
         }
         Ok(self
@@ -295,17 +335,10 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             .enumerate()
             .map(|(r, (row, ga))| {
                 let mut bound: f64 = row.c.iter().zip(&y[r * n_out..(r + 1) * n_out]).map(|(a, b)| a * b).sum();
-                let gb: Vec<f64> = row
-                    .splits
-                    .iter()
-                    .map(|s| {
-                        let n = nodes[s.node].shape.numel();
-                        let zk = zs[s.node].as_ref().map_or(0.0, |v| v[r * n + s.neuron]);
-                        -(if s.active { 1.0 } else { -1.0 }) * zk
-                    })
-                    .collect();
+                let gb: Vec<f64> =
+                    row.splits.iter().zip(&zs[r]).map(|(s, zk)| -(if s.active { 1.0 } else { -1.0 }) * zk).collect();
                 bound += gb.iter().zip(beta[r]).map(|(g, b)| g * b).sum::<f64>();
-                (if bound.is_finite() { bound } else { f64::NEG_INFINITY }, gb, ga)
+                (if bound.is_finite() { bound } else { f64::NEG_INFINITY }, gb, SlopeGrads::Free(ga))
             })
             .collect())
     }
@@ -322,37 +355,56 @@ fn value<'v, Buf>(net: &crate::ir::Network, z: &'v [Option<Buf>], mut id: NodeId
     }
 }
 
-/// [`crate::RelaxedOn::Auto`]'s measurements on one analyzer: seconds and
-/// row evaluations of the α/β phase per evaluator (host, backend). The
-/// first rounds alternate; after them the faster per row evaluation keeps
-/// the phase (which is faster depends on the network and the machine: on an
-/// H200 the backend won on resnet_4b and lost on resnet_2b and MNIST MLPs).
+/// [`crate::RelaxedOn::Auto`]'s measurements on one analyzer: per
+/// evaluator (host, backend), the rounds of the α/β phase it ran and its
+/// recent seconds per row evaluation (over its run of rounds, the older
+/// halved each round; a new run starts afresh). The first
+/// rounds alternate; after them the faster keeps the phase, and the other
+/// runs again every `RETRY` rounds: a search's first rounds hold a few
+/// leaves, where the backend's fixed costs weigh most, and which is faster
+/// depends on the batch, the network and the machine (on an H200 the
+/// backend won on resnet_4b and lost on resnet_2b and the MNIST MLPs).
 #[derive(Debug, Default)]
 pub(crate) struct Clock {
     rounds: [usize; 2],
-    seconds: [f64; 2],
-    work: [usize; 2],
+    per_eval: [f64; 2],
+    /// Rounds since the slower evaluator last ran.
+    since_slower: usize,
+    /// The evaluator of the last round.
+    last: Option<usize>,
 }
 
 impl Clock {
     /// Rounds each evaluator is timed on before the choice.
     const TRIALS: usize = 3;
+    /// The slower evaluator is timed again after this many rounds.
+    const RETRY: usize = 16;
+
+    fn faster(&self) -> usize {
+        usize::from(self.per_eval[1] < self.per_eval[0])
+    }
 
     pub(crate) fn pick_backend(&self) -> bool {
         if self.rounds.iter().any(|&r| r < Self::TRIALS) {
             return self.rounds[1] <= self.rounds[0];
         }
-        let per = |k: usize| self.seconds[k] / self.work[k].max(1) as f64;
-        per(1) < per(0)
+        (self.faster() == 1) != (self.since_slower >= Self::RETRY)
     }
 
     pub(crate) fn record(&mut self, backend: bool, seconds: f64, work: usize) {
         let k = usize::from(backend);
-        if work > 0 {
-            self.rounds[k] += 1;
-            self.seconds[k] += seconds;
-            self.work[k] += work;
+        if work == 0 {
+            return;
         }
+        if k == self.faster() {
+            self.since_slower += 1;
+        } else {
+            self.since_slower = 0;
+        }
+        let per = seconds / work as f64;
+        self.per_eval[k] = if self.last == Some(k) { 0.5 * (self.per_eval[k] + per) } else { per };
+        self.rounds[k] += 1;
+        self.last = Some(k);
     }
 }
 
@@ -381,5 +433,28 @@ mod tests {
             d.record(false, 1.0, 100);
         }
         assert!(!d.pick_backend());
+    }
+
+    #[test]
+    fn clock_times_the_slower_again_and_follows_a_change() {
+        let mut c = Clock::default();
+        // Small first rounds: the host is faster per evaluation.
+        for _ in 0..3 {
+            c.record(true, 1.0, 10);
+            c.record(false, 1.0, 50);
+        }
+        let mut picks = Vec::new();
+        for _ in 0..Clock::RETRY + 8 {
+            let b = c.pick_backend();
+            picks.push(b);
+            // Larger rounds: now the backend is 4 times faster.
+            c.record(b, 1.0, if b { 400 } else { 100 });
+        }
+        // The host keeps the phase until RETRY rounds after the backend's
+        // last (the trials' host round included), then the backend is timed
+        // again and takes over.
+        let first = picks.iter().position(|&b| b);
+        assert_eq!(first, Some(Clock::RETRY - 1));
+        assert!(picks[Clock::RETRY - 1..].iter().all(|&b| b));
     }
 }

@@ -17,7 +17,7 @@ use polycert_interval::{FloatModel, Fp};
 mod relaxed;
 mod search;
 mod stabilize;
-pub use relaxed::relaxed_bound_matches_host;
+pub use relaxed::{gather_and_scatter, relaxed_bound_matches_host};
 pub use search::*;
 pub use stabilize::{stabilize_clamps_provable_ends, stabilize_modes_agree};
 
@@ -429,6 +429,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn constants_round_down() {
                 $crate::conformance::constants_round_down(&$make);
+            }
+            #[test]
+            fn gather_and_scatter_f64() {
+                $crate::conformance::gather_and_scatter::<_, f64>(&$make);
+            }
+            #[test]
+            fn gather_and_scatter_f32() {
+                $crate::conformance::gather_and_scatter::<_, f32>(&$make);
             }
             #[test]
             fn relaxed_bound_matches_host_f64() {

@@ -5,7 +5,7 @@
 use crate::analysis::{Analyzer, Options};
 use crate::backend::Backend;
 use crate::ir::{Op, Shape};
-use crate::lagrange::{Offsets, Slopes, SlotBounds, SplitConstraint, relaxed_bound};
+use crate::lagrange::{Offsets, Slopes, SlotBounds, SplitConstraint, free_slopes, relaxed_bound};
 use crate::property::InputBox;
 use crate::relax::{ReluLower, unstable};
 use crate::relaxed::{RelaxedRows, RowSpec};
@@ -110,9 +110,11 @@ pub fn relaxed_bound_matches_host<B: Backend<T>, T: Fp>(be: &B) {
             for (x, y) in gb.iter().zip(&wb) {
                 assert!(close(*x, *y), "net {k} row {r} β gradient: {gb:?} vs {wb:?}");
             }
+            // The backend's supergradients come at the free slopes only.
+            let free = free_slopes(&net, &views[s], nodes.len());
             for (id, w) in wa.iter().enumerate() {
                 for (j, &y) in w.iter().enumerate() {
-                    let x = ga[id].get(j).copied().unwrap_or(0.0);
+                    let x = free.iter().position(|&f| f == (id, j)).map_or(0.0, |k| ga.at(k, (id, j)));
                     assert!(close(x, y), "net {k} row {r} α gradient ({id}, {j}): {x} vs {y}");
                     free_seen += usize::from(y != 0.0);
                 }
@@ -120,4 +122,29 @@ pub fn relaxed_bound_matches_host<B: Backend<T>, T: Fp>(be: &B) {
         }
     }
     assert!(free_seen > 20, "too few free slopes with a gradient to test: {free_seen}");
+}
+
+/// Sparse transfers (`relaxed.rs`'s free slopes) are exact: `gather` reads
+/// the indexed values, `scatter` writes into a copy and leaves its base as
+/// it was; an index past the end, or values and indices of different
+/// lengths, are errors.
+pub fn gather_and_scatter<B: Backend<T>, T: Fp>(be: &B) {
+    let base: Vec<T> = (0..1000).map(|i| T::from_f64_nearest(i as f64 * 0.5 - 7.0)).collect();
+    let buf = be.upload(&base).expect("upload");
+    let idx = [999u32, 0, 17, 512];
+    let got = be.gather(&buf, &idx).expect("gather");
+    assert_eq!(got, idx.iter().map(|&i| base[i as usize]).collect::<Vec<_>>());
+    assert!(be.gather(&buf, &[]).expect("empty gather").is_empty());
+    let vals: Vec<T> = [1.25, -3.0, 0.0, 1e-3].iter().map(|&v| T::from_f64_nearest(v)).collect();
+    let s = be.scatter(&buf, &idx, &vals).expect("scatter");
+    let mut want = base.clone();
+    for (&i, &v) in idx.iter().zip(&vals) {
+        want[i as usize] = v;
+    }
+    assert_eq!(be.download(&s).expect("download"), want);
+    assert_eq!(be.download(&buf).expect("download"), base, "the base is unchanged");
+    assert_eq!(be.download(&be.scatter(&buf, &[], &[]).expect("empty scatter")).expect("download"), base);
+    assert!(be.gather(&buf, &[1000]).is_err(), "gather past the end");
+    assert!(be.scatter(&buf, &[1000], &vals[..1]).is_err(), "scatter past the end");
+    assert!(be.scatter(&buf, &[1, 2], &vals[..1]).is_err(), "one value for two indices");
 }
