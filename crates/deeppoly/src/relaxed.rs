@@ -79,12 +79,11 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             return Ok(None);
         }
         let t = |v: f64| T::from_f64_nearest(v);
-        let per_row = |id: NodeId, f: &(dyn Fn(&RowSpec<'r, T>, usize) -> T + Sync)| -> Vec<T> {
-            let n = net.node(id).shape.numel();
-            rows.par_iter().flat_map_iter(|r| (0..n).map(move |j| f(r, j))).collect()
-        };
-        let input =
-            (be.upload(&per_row(0, &|r, j| r.bounds[0].0[j]))?, be.upload(&per_row(0, &|r, j| r.bounds[0].1[j]))?);
+        let (lo, hi) = pair_tables(rows, net.node(0).shape.numel(), |r, lo, hi| {
+            lo.iter_mut().zip(r.bounds[0].0).for_each(|(d, &v)| *d = v);
+            hi.iter_mut().zip(r.bounds[0].1).for_each(|(d, &v)| *d = v);
+        });
+        let input = (be.upload(&lo)?, be.upload(&hi)?);
         let n_out = net.output_shape().numel();
         let seed: Vec<T> =
             rows.iter().flat_map(|r| (0..n_out).map(|j| t(r.c.get(j).copied().unwrap_or(0.0)))).collect();
@@ -94,14 +93,14 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             relu.push(if node.op == Op::Relu { Some(Self::lines(be, rows, node.inputs[0], lower)?) } else { None });
             let known = rows.iter().all(|r| matches!(r.offsets.get(id), Some(Some(_))));
             offsets.push(if known {
-                let end = |r: &RowSpec<'r, T>, j: usize, hi: bool| {
-                    let o = r.offsets[id].as_ref().expect("known")[j];
-                    t(if hi { o.1 } else { o.0 })
-                };
-                Some((
-                    be.upload(&per_row(id, &|r, j| end(r, j, false)))?,
-                    be.upload(&per_row(id, &|r, j| end(r, j, true)))?,
-                ))
+                let (lo, hi) = pair_tables(rows, node.shape.numel(), |r, lo, hi| {
+                    if let Some(Some(o)) = r.offsets.get(id) {
+                        for ((l, h), &(a, b)) in lo.iter_mut().zip(hi.iter_mut()).zip(o) {
+                            (*l, *h) = (t(a), t(b));
+                        }
+                    }
+                });
+                Some((be.upload(&lo)?, be.upload(&hi)?))
             } else {
                 None
             });
@@ -115,37 +114,38 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
 
     /// The ReLU lines of the node whose input is `x0`, row by row in parallel.
     fn lines(be: &B, rows: &[RowSpec<'r, T>], x0: NodeId, lower: ReluLower) -> BResult<ReluLines<B::Buf, T>> {
-        let per: Vec<(Vec<[T; 4]>, Vec<u32>)> = rows
-            .par_iter()
-            .map(|r| {
-                let (lo, hi) = r.bounds[x0];
-                let v: Vec<[T; 4]> = lo
-                    .iter()
-                    .zip(hi)
-                    .map(|(&l, &h)| {
-                        let rr = relu_relax(l, h, lower);
-                        let f = if unstable(l, h) { T::one() } else { T::zero() };
-                        [rr.lam_up, rr.mu_up, rr.lam_lo, f]
-                    })
-                    .collect();
-                let free = (0..v.len() as u32).filter(|&j| v[j as usize][3] == T::one()).collect();
-                (v, free)
-            })
-            .collect();
-        let col = |k: usize| -> Vec<T> { per.par_iter().flat_map_iter(|(v, _)| v.iter().map(move |e| e[k])).collect() };
-        let free_at = per
-            .iter()
-            .enumerate()
-            .flat_map(|(r, (v, free))| free.iter().map(move |&j| (r * v.len()) as u32 + j))
-            .collect();
-        let lam_lo = col(2);
+        let n = rows.first().map_or(0, |r| r.bounds[x0].0.len());
+        let table = || vec![T::zero(); rows.len() * n];
+        let (mut up, mut icpt, mut lam_lo, mut mask) = (table(), table(), table(), table());
+        fn chunks<T: Send>(v: &mut [T], n: usize) -> Vec<&mut [T]> {
+            v.par_chunks_mut(n.max(1)).collect()
+        }
+        let free: Vec<Vec<u32>> =
+            (chunks(&mut up, n), chunks(&mut icpt, n), chunks(&mut lam_lo, n), chunks(&mut mask, n))
+                .into_par_iter()
+                .zip(rows)
+                .map(|((u, i, l, m), r)| {
+                    let (lo, hi) = r.bounds[x0];
+                    let mut free = Vec::new();
+                    for (j, (&a, &b)) in lo.iter().zip(hi).enumerate().take(n) {
+                        let rr = relu_relax(a, b, lower);
+                        (u[j], i[j], l[j]) = (rr.lam_up, rr.mu_up, rr.lam_lo);
+                        if unstable(a, b) {
+                            m[j] = T::one();
+                            free.push(j as u32);
+                        }
+                    }
+                    free
+                })
+                .collect();
+        let free_at = free.iter().enumerate().flat_map(|(r, f)| f.iter().map(move |&j| (r * n) as u32 + j)).collect();
         Ok(ReluLines {
-            up: be.upload(&col(0))?,
-            icpt: be.upload(&col(1))?,
-            free_mask: be.upload(&col(3))?,
+            up: be.upload(&up)?,
+            icpt: be.upload(&icpt)?,
+            free_mask: be.upload(&mask)?,
             lam_lo_dev: be.upload(&lam_lo)?,
             lam_lo,
-            free: per.into_iter().map(|(_, f)| f).collect(),
+            free,
             free_at,
         })
     }
@@ -342,6 +342,14 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             })
             .collect())
     }
+}
+
+/// Two `rows × n` tables, each row's pair of chunks filled by `f`, rows
+/// in parallel.
+fn pair_tables<R: Sync, T: Fp>(rows: &[R], n: usize, f: impl Fn(&R, &mut [T], &mut [T]) + Sync) -> (Vec<T>, Vec<T>) {
+    let (mut a, mut b) = (vec![T::zero(); rows.len() * n], vec![T::zero(); rows.len() * n]);
+    a.par_chunks_mut(n.max(1)).zip(b.par_chunks_mut(n.max(1))).zip(rows).for_each(|((a, b), r)| f(r, a, b));
+    (a, b)
 }
 
 /// The value of node `id` (following reshapes).

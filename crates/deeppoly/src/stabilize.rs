@@ -36,9 +36,13 @@ const END_LEAVES: usize = 128;
 const MAX_END_LEAVES: usize = 8 * 1024;
 /// Layers with more unstable inputs than this are left as they are.
 const MAX_UNSTABLE: usize = 512;
+/// How many times an end that really changes sign has its bound halved.
+const HALVINGS: usize = 3;
 
-/// A layer's input `i` is positive (`+1`) or negative (`−1`) over the box.
-type End = (usize, f64);
+/// A layer's input `i` is above (`s = +1`) or below (`s = −1`) `t` over
+/// the box: `t = 0` makes it stable, another `t` (half its bound) narrows
+/// an input that really changes sign.
+type End = (usize, f64, f64);
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// A ReLU search root's node bounds: both passes', with the unstable
@@ -73,24 +77,30 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             let t0 = Instant::now();
             live.layer(p, unstable.len());
-            let proved = match self.stable_ends(&st, input, (p, &unstable), (stage, until)) {
+            let (proved, reached) = match self.stable_ends(&st, input, (p, &unstable), (stage, until)) {
                 Ok(p) => p,
                 // A failure (out of memory) keeps the bounds found so far.
                 Err(_) => break,
             };
+            let stable = proved.iter().filter(|e| e.2 == 0.0).count();
             if crate::profile::on() {
-                let (k, u, t) = (proved.len(), unstable.len(), t0.elapsed());
-                eprintln!("stabilize node {p}: {k} of {u} unstable proved stable in {t:.2?}");
+                let (u, t, m) = (unstable.len(), t0.elapsed(), proved.len() - stable);
+                eprintln!(
+                    "stabilize node {p}: {stable} of {u} unstable proved stable in {t:.2?} ({reached} ends reached \
+                     by attacks; {m} bounds halved)"
+                );
             }
-            live.proved(proved.len());
+            live.proved(stable);
             // Deeper layers are harder: where one gives nothing, stop.
             if proved.is_empty() {
                 break;
             }
             let n = nodes[p].shape.numel();
             let b = &mut st.bounds[p];
-            for (i, s) in proved {
-                let (l, h) = if s > 0.0 { (T::zero(), b.hi[i]) } else { (b.lo[i], T::zero()) };
+            for (i, s, t) in proved {
+                // `t` came from `T` (0 or an exact half of a bound).
+                let t = T::from_f64_nearest(t);
+                let (l, h) = if s > 0.0 { (t, b.hi[i]) } else { (b.lo[i], t) };
                 RunState::intersect(b, &mut st.empty, n, i, l, h);
             }
             b.dev = None;
@@ -110,19 +120,19 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// The ends of node `p`'s `unstable` values that a search proves, each
-    /// on the network cut after `p`, from `st`'s bounds.
+    /// on the network cut after `p`, from `st`'s bounds, and how many ends
+    /// an attack reached (those inputs really change sign).
     fn stable_ends(
         &self,
         st: &RunState<T, B::Buf>,
         input: &InputBox,
         (p, unstable): (usize, &[usize]),
         (stage, until): (Option<Instant>, Option<Instant>),
-    ) -> Result<Vec<End>, AnalysisError> {
+    ) -> Result<(Vec<End>, usize), AnalysisError> {
         if unstable.len() > MAX_UNSTABLE {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let n = st.bounds[p].lo.len();
-        let ends: Vec<End> = unstable.iter().flat_map(|&i| [(i, 1.0), (i, -1.0)]).collect();
         let net = self.net.prefix(p);
         let opts = crate::Options {
             timeout: None,
@@ -136,32 +146,70 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let cut = Analyzer::new(&net, self.backend, opts)?;
         // Input splitting takes the ends as one root: no end by end answer.
         if cut.branching() != Some(Branching::Relus) {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let prior: Rc<NodeBounds<T>> = Rc::new(st.bounds[..=p].iter().map(|b| (b.lo.clone(), b.hi.clone())).collect());
-        // The unsafe side of end (i, s): s·x_i ≤ 0. An attack that reaches
-        // it shows the input really changes sign.
-        let side = |&(i, s): &End| {
+        // The unsafe side of end (i, s, t): s·x_i ≤ s·t. An attack that
+        // reaches it shows the end does not hold.
+        let side = |&(i, s, t): &End| {
             let mut c = vec![0.0; n];
             c[i] = s;
-            vec![Halfspace { c, d: 0.0 }]
+            vec![Halfspace { c, d: s * t }]
         };
-        let sps: Vec<SubProblem> =
-            ends.iter().map(|e| SubProblem { input: input.clone(), unsafe_region: vec![side(e)] }).collect();
-        let refs: Vec<&SubProblem> = sps.iter().collect();
-        let hits = cut.attack_before(&refs, stage);
-        let todo: Vec<End> = ends.iter().zip(hits).filter(|(_, h)| h.is_none()).map(|(&e, _)| e).collect();
-        if todo.is_empty() {
-            return Ok(Vec::new());
+        // The ends no attack reaches, and the others.
+        let attack = |ends: &[End]| -> (Vec<End>, Vec<End>) {
+            let sps: Vec<SubProblem> =
+                ends.iter().map(|e| SubProblem { input: input.clone(), unsafe_region: vec![side(e)] }).collect();
+            let refs: Vec<&SubProblem> = sps.iter().collect();
+            let hits = cut.attack_before(&refs, stage);
+            let (open, hit): (Vec<_>, Vec<_>) = ends.iter().zip(hits).partition(|(_, h)| h.is_none());
+            (open.into_iter().map(|(&e, _)| e).collect(), hit.into_iter().map(|(&e, _)| e).collect())
+        };
+        let ends: Vec<End> = unstable.iter().flat_map(|&i| [(i, 1.0, 0.0), (i, -1.0, 0.0)]).collect();
+        let (todo, reached) = attack(&ends);
+        let mut proved = self.prove_ends(&cut, input, &prior, todo, until, side)?;
+        // An input that really changes sign: narrow its bound on that side
+        // by halves, while the halves are proved.
+        let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
+        let half = |(i, s, t): End| {
+            let t = T::from_f64_nearest(t);
+            let h = t * T::from_f64_nearest(0.5);
+            (h + h == t && h != T::zero()).then(|| (i, s, h.to_f64_exact()))
+        };
+        let mut level: Vec<End> = reached
+            .iter()
+            .filter_map(|&(i, s, _)| half((i, s, (if s > 0.0 { lo[i] } else { hi[i] }).to_f64_exact())))
+            .collect();
+        for _ in 0..HALVINGS {
+            if level.is_empty() || until.is_some_and(|u| Instant::now() >= u) {
+                break;
+            }
+            let (todo, _) = attack(&level);
+            let got = self.prove_ends(&cut, input, &prior, todo, until, side)?;
+            level = got.iter().filter_map(|&e| half(e)).collect();
+            proved.extend(got);
         }
-        // One search, each end a root with at most `END_LEAVES` leaves; it
-        // looks for proofs only. With time left in the layer's share, the
-        // ends given up at that limit are searched again with four times as
-        // many (256x4 prop_6_0.05's last layer: 61 of 217 in 11 s of 22).
+        Ok((proved, reached.len()))
+    }
+
+    /// The ends of `todo` that one proofs-only search on the cut network
+    /// proves, each end a root with at most `END_LEAVES` leaves. With time
+    /// left in the layer's share, the ends given up at that limit are
+    /// searched again with four times as many (256x4 prop_6_0.05's last
+    /// layer: 61 of 217 in 11 s of 22).
+    fn prove_ends(
+        &self,
+        cut: &Analyzer<'_, B, T>,
+        input: &InputBox,
+        prior: &Rc<NodeBounds<T>>,
+        todo: Vec<End>,
+        until: Option<Instant>,
+        side: impl Fn(&End) -> Vec<Halfspace>,
+    ) -> Result<Vec<End>, AnalysisError> {
         let mut proved = Vec::new();
         let (mut todo, mut limit) = (todo, END_LEAVES);
         while !todo.is_empty() {
-            let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(side).collect() };
+            let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(&side).collect() };
             let mut tally = RootTally::proofs_only(limit);
             match cut.search_from(&sp, (Some(prior.clone()), None), until, &mut SearchStats::default(), &mut tally) {
                 Ok(_) | Err(AnalysisError::Timeout) => {}
