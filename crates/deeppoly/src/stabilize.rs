@@ -174,7 +174,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let half = |(i, s, t): End| {
             let t = T::from_f64_nearest(t);
             let h = t * T::from_f64_nearest(0.5);
-            (h + h == t && h != T::zero()).then(|| (i, s, h.to_f64_exact()))
+            let h64 = h.to_f64_exact();
+            (h + h == t && h != T::zero() && h64.is_finite()).then_some((i, s, h64))
         };
         let mut level: Vec<End> = reached
             .iter()
