@@ -202,7 +202,7 @@ impl CudaBackend {
     /// The largest index of `idx`, checked against a buffer of `len` values.
     fn check_indices(what: &str, idx: &[u32], len: usize) -> BResult<()> {
         match idx.iter().copied().max() {
-            Some(i) if i as usize >= len => Err(failure(format!("{what}: index {i} out of a buffer of {len} values"))),
+            Some(i) if i as usize >= len => Err(polycert_deeppoly::out_of_range(what, i, len)),
             _ => Ok(()),
         }
     }

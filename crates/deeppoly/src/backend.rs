@@ -462,6 +462,6 @@ pub trait Backend<T: Fp>: Send + Sync {
 }
 
 /// An index past a buffer's end, as gather and scatter report it.
-fn out_of_range(what: &str, i: u32, len: usize) -> BackendError {
+pub fn out_of_range(what: &str, i: u32, len: usize) -> BackendError {
     BackendError::Failure(format!("{what}: index {i} out of a buffer of {len} values"))
 }

@@ -27,16 +27,15 @@ pub(crate) struct RowSpec<'r, T> {
 
 /// A ReLU node's per-row lines: the upper line's slope and intercept,
 /// which lower slopes are free (unstable input; 1 or 0) and the
-/// relaxation's lower slopes on the backend, the relaxation's lower slopes
-/// and the free ones' indices on the host. Per evaluation only the free
-/// slopes go up (`Backend::scatter`) and their supergradients come down
-/// (`Backend::gather`).
-struct ReluLines<Buf, T> {
+/// relaxation's lower slopes on the backend, the free ones' indices on the
+/// host. Per evaluation only the rows' own free slopes go up
+/// (`Backend::scatter`) and the supergradients come down at the free
+/// slopes only (`Backend::gather`).
+struct ReluLines<Buf> {
     up: Buf,
     icpt: Buf,
     free_mask: Buf,
-    lam_lo_dev: Buf,
-    lam_lo: Vec<T>,
+    lam_lo: Buf,
     /// Per row, its free neurons.
     free: Vec<Vec<u32>>,
     /// The free neurons' positions in the `rows × n` tables, row by row.
@@ -50,7 +49,7 @@ pub(crate) struct RelaxedRows<'r, 'a, B: Backend<T>, T: Fp> {
     rows: &'r [RowSpec<'r, T>],
     input: (B::Buf, B::Buf),
     seed: B::Buf,
-    relu: Vec<Option<ReluLines<B::Buf, T>>>,
+    relu: Vec<Option<ReluLines<B::Buf>>>,
     offsets: Vec<Option<(B::Buf, B::Buf)>>,
     scale: Vec<Option<[B::Buf; 3]>>,
     /// Nodes holding a split neuron of some row.
@@ -113,7 +112,7 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
     }
 
     /// The ReLU lines of the node whose input is `x0`, row by row in parallel.
-    fn lines(be: &B, rows: &[RowSpec<'r, T>], x0: NodeId, lower: ReluLower) -> BResult<ReluLines<B::Buf, T>> {
+    fn lines(be: &B, rows: &[RowSpec<'r, T>], x0: NodeId, lower: ReluLower) -> BResult<ReluLines<B::Buf>> {
         let n = rows.first().map_or(0, |r| r.bounds[x0].0.len());
         let table = || vec![T::zero(); rows.len() * n];
         let (mut up, mut icpt, mut lam_lo, mut mask) = (table(), table(), table(), table());
@@ -143,8 +142,7 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             up: be.upload(&up)?,
             icpt: be.upload(&icpt)?,
             free_mask: be.upload(&mask)?,
-            lam_lo_dev: be.upload(&lam_lo)?,
-            lam_lo,
+            lam_lo: be.upload(&lam_lo)?,
             free,
             free_at,
         })
@@ -163,21 +161,18 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             lo_tab.push(match lines {
                 Some(l) => {
                     let n = nodes[id].shape.numel();
-                    let vals: Vec<T> = l
-                        .free
-                        .par_iter()
-                        .zip(alpha)
-                        .enumerate()
-                        .flat_map_iter(|(r, (free, a))| {
-                            let a = a.and_then(|a| a.get(id)).filter(|a| a.len() == n);
-                            let own = &l.lam_lo[r * n..];
-                            free.iter().map(move |&j| match a {
-                                Some(a) => T::from_f64_nearest(a[j as usize]),
-                                None => own[j as usize],
-                            })
-                        })
-                        .collect();
-                    Some(be.scatter(&l.lam_lo_dev, &l.free_at, &vals)?)
+                    // Rows without slopes of their own keep the relaxation's.
+                    let (mut idx, mut vals) = (Vec::new(), Vec::new());
+                    let mut at = 0;
+                    for (free, a) in l.free.iter().zip(alpha) {
+                        let mine = &l.free_at[at..at + free.len()];
+                        at += free.len();
+                        if let Some(a) = a.and_then(|a| a.get(id)).filter(|a| a.len() == n) {
+                            idx.extend_from_slice(mine);
+                            vals.extend(free.iter().map(|&j| T::from_f64_nearest(a[j as usize])));
+                        }
+                    }
+                    Some(be.scatter(&l.lam_lo, &idx, &vals)?)
                 }
                 None => None,
             });

@@ -167,7 +167,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         };
         let ends: Vec<End> = unstable.iter().flat_map(|&i| [(i, 1.0, 0.0), (i, -1.0, 0.0)]).collect();
         let (todo, reached) = attack(&ends);
-        let mut proved = self.prove_ends(&cut, input, &prior, todo, until, side)?;
+        let mut proved = cut.prove_ends(input, &prior, todo, until, side)?;
         // An input that really changes sign: narrow its bound on that side
         // by halves, while the halves are proved.
         let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
@@ -186,21 +186,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 break;
             }
             let (todo, _) = attack(&level);
-            let got = self.prove_ends(&cut, input, &prior, todo, until, side)?;
+            let got = cut.prove_ends(input, &prior, todo, until, side)?;
             level = got.iter().filter_map(|&e| half(e)).collect();
             proved.extend(got);
         }
         Ok((proved, reached.len()))
     }
 
-    /// The ends of `todo` that one proofs-only search on the cut network
+    /// The ends of `todo` that one proofs-only search on this (cut) network
     /// proves, each end a root with at most `END_LEAVES` leaves. With time
     /// left in the layer's share, the ends given up at that limit are
     /// searched again with four times as many (256x4 prop_6_0.05's last
     /// layer: 61 of 217 in 11 s of 22).
     fn prove_ends(
         &self,
-        cut: &Analyzer<'_, B, T>,
         input: &InputBox,
         prior: &Rc<NodeBounds<T>>,
         todo: Vec<End>,
@@ -212,7 +211,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         while !todo.is_empty() {
             let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(&side).collect() };
             let mut tally = RootTally::proofs_only(limit);
-            match cut.search_from(&sp, (Some(prior.clone()), None), until, &mut SearchStats::default(), &mut tally) {
+            match self.search_from(&sp, (Some(prior.clone()), None), until, &mut SearchStats::default(), &mut tally) {
                 Ok(_) | Err(AnalysisError::Timeout) => {}
                 Err(e) => return Err(e),
             }
