@@ -100,7 +100,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let _p = crate::profile::span("tighten.slopes");
                 let view: SlotBounds<'_, T> = st.bounds.iter().map(|b| (&b.lo[..], &b.hi[..])).collect();
                 let ends = |s: f64| unstable.iter().map(|&i| (i, s)).collect::<Vec<_>>();
-                [1.0, -1.0].map(|s| layer_slopes(net, (&view, &offsets), p, &ends(s), lower))
+                [1.0, -1.0].map(|s| layer_slopes(net, (&view, &offsets), p, &ends(s), (lower, deadline)))
             };
             if tables.iter().all(Option::is_none) {
                 continue;
@@ -121,13 +121,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 /// at the cost of one sound backsubstitution per sign instead of one batch
 /// slot per end. With the slopes, their gain: how much they raise the sum
 /// of the ends' relaxed bounds, as a share of its magnitude with the
-/// relaxation's own. `None`: no free slope there, or no gain.
+/// relaxation's own. `None`: no free slope there, or no gain. Past the
+/// deadline it stops with the best slopes so far.
 pub(crate) fn layer_slopes<T: Fp>(
     net: &Network,
     (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
     p: NodeId,
     ends: &[(usize, f64)],
-    lower: ReluLower,
+    (lower, deadline): (ReluLower, Option<Instant>),
 ) -> Option<(Slopes, f64)> {
     let free = free_slopes(net, bounds, p);
     if free.is_empty() || ends.is_empty() {
@@ -153,7 +154,7 @@ pub(crate) fn layer_slopes<T: Fp>(
         if l > base && best.as_ref().is_none_or(|b| l > b.0) {
             best = Some((l, alpha.clone()));
         }
-        if t > STEPS {
+        if t > STEPS || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
         let grad: Vec<f64> = free.iter().map(|&(id, j)| evals.iter().map(|e| e.1[id][j]).sum()).collect();
