@@ -105,6 +105,12 @@ impl<T: Fp> Backend<T> for CpuBackend {
         false
     }
 
+    /// One search worker by default (rayon already fills the cores), but
+    /// forks for `--search-workers`.
+    fn fork(&self) -> BResult<Option<Self>> {
+        Ok(Some(self.clone()))
+    }
+
     fn name(&self) -> String {
         format!("cpu ({} threads)", rayon::current_num_threads())
     }

@@ -95,6 +95,12 @@ pub fn run_jobs_parallel(
     sink: &mut dyn FnMut(Record) -> Result<()>,
 ) -> Result<()> {
     let n = workers.clamp(1, jobs.len().max(1));
+    // Several properties at once already fill the host: one search worker each.
+    let mut opts = opts.clone();
+    if n > 1 {
+        opts.search_workers.get_or_insert(1);
+    }
+    let opts = &opts;
     match engine {
         Engine::Cpu(be) => {
             let bes = vec![be; n];

@@ -108,6 +108,12 @@ pub struct AnalysisArgs {
     /// others' kernels), 1 on the CPU (the kernels use every core).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Threads that run one branch and bound's rounds at once, taking leaves
+    /// from one open list (on CUDA each with its own stream). Default: 3 on
+    /// CUDA (a round is mostly host work), 1 on the CPU; 1 wherever several
+    /// properties run at once (`--jobs` above 1).
+    #[arg(long)]
+    search_workers: Option<usize>,
     /// Properties whose rows share one backsubstitution (`verify` with several
     /// properties; default: as many as a quarter of the memory budget holds, at
     /// most 256; given, up to 1024; also the leaves a search analyses at once;
@@ -178,6 +184,7 @@ impl AnalysisArgs {
             },
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,
+            search_workers: self.search_workers,
             ..Options::default()
         }
     }

@@ -71,6 +71,10 @@ pub struct Options {
     pub gate_refinement: bool,
     /// Where the α/β search evaluates its relaxed bounds (`relaxed.rs`).
     pub relaxed_on: RelaxedOn,
+    /// Threads that run a branch and bound's rounds at once, each on its
+    /// own fork of the backend (`workers.rs`; default: the backend's
+    /// `search_workers`, 3 on CUDA, 1 on the CPU).
+    pub search_workers: Option<usize>,
     /// Where branch and bound reports each round (for a progress display).
     pub progress: Option<std::sync::Arc<crate::progress::Progress>>,
 }
@@ -135,6 +139,7 @@ impl Default for Options {
             stabilize: Stabilize::Auto,
             gate_refinement: true,
             relaxed_on: RelaxedOn::Auto,
+            search_workers: None,
             progress: None,
         }
     }

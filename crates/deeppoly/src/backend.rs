@@ -159,6 +159,22 @@ pub trait Backend<T: Fp>: Send + Sync {
         true
     }
 
+    /// Search workers a branch and bound runs by default (`workers.rs`):
+    /// more than one where a round's host work leaves the backend idle.
+    fn search_workers(&self) -> usize {
+        1
+    }
+
+    /// Another handle on this backend for a search worker thread (on a GPU
+    /// its own stream and caches, so that one worker's host work overlaps
+    /// another's kernels); `None` where it has none.
+    fn fork(&self) -> BResult<Option<Self>>
+    where
+        Self: Sized,
+    {
+        Ok(None)
+    }
+
     fn upload(&self, data: &[T]) -> BResult<Self::Buf>;
     fn download(&self, buf: &Self::Buf) -> BResult<Vec<T>>;
 

@@ -36,6 +36,7 @@ mod stabilize;
 mod tally;
 pub mod testnets;
 mod tighten;
+mod workers;
 
 pub use analysis::{AnalysisError, Analyzer, Options, RelaxedOn, Stabilize};
 pub use backend::{

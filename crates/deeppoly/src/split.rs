@@ -20,13 +20,14 @@
 use crate::analysis::{AnalysisError, Analyzer, Stabilize};
 use crate::backend::{Arith, Backend};
 use crate::batch::{NodeBounds, Within};
-use crate::falsify::{LeafView, Share};
+use crate::falsify::LeafView;
 use crate::ir::Op;
 use crate::lagrange::{LayerSlopes, Slopes, SplitConstraint};
 use crate::property::{Counterexample, SubProblem, unproved_disjuncts};
 pub(crate) use crate::tally::RootTally;
+use crate::workers::Round;
 use polycert_interval::Fp;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Progress of a search: leaves proved (with `Stabilize::Auto`, those of
@@ -76,28 +77,28 @@ pub(crate) enum Branching {
 type Warm = Vec<Option<Vec<f64>>>;
 
 /// What a parent's rows ended with: per half-space β, and the slopes.
-type Start = (Warm, Option<Rc<Slopes>>);
+type Start = (Warm, Option<Arc<Slopes>>);
 
 /// A leaf of the search: its box and open disjuncts, the bounds it starts
 /// from, and the last layer whose bounds it shares with its parent.
-struct Leaf<T> {
+pub(crate) struct Leaf<T> {
     sp: SubProblem,
-    prior: Option<Rc<NodeBounds<T>>>,
+    prior: Option<Arc<NodeBounds<T>>>,
     after: Option<usize>,
     splits: Vec<SplitConstraint>,
     /// Per half-space of `sp`: the β its parent's row ended with.
     betas: Warm,
     /// The lower slopes its parent's rows ended with.
-    slopes: Option<Rc<Slopes>>,
+    slopes: Option<Arc<Slopes>>,
     /// Its search root's slopes for refinement (`tighten.rs`).
-    inter: Option<Rc<LayerSlopes>>,
+    inter: Option<Arc<LayerSlopes>>,
     /// Its parent's weakest bound (input splitting takes the weakest first).
-    weakest: f64,
+    pub(crate) weakest: f64,
     /// `(parent, candidate)` when its parent tried several splits: only the
     /// candidate whose children end better is kept.
-    pick: Option<(usize, usize)>,
+    pub(crate) pick: Option<(usize, usize)>,
     /// The search root it descends from.
-    root: usize,
+    pub(crate) root: usize,
 }
 
 impl<T> Leaf<T> {
@@ -162,7 +163,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // inherits them.
         let prior = match how {
             Branching::Relus if self.opts.optimize_intermediate => {
-                Some(self.root_prior(&sp.input, deadline).map(|(b, s)| (b, Some(Rc::new(s)))))
+                Some(self.root_prior(&sp.input, deadline).map(|(b, s)| (b, Some(Arc::new(s)))))
             }
             Branching::Relus if stabilize => Some(self.stable_prior(&sp.input, deadline).map(|b| (b, None))),
             _ => None,
@@ -173,7 +174,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 stats.leaves_open += sp.unsafe_region.len().max(1);
                 return Ok(Search::Open { timed_out: true });
             }
-            r => r?.map_or((None, None), |(b, s)| (Some(Rc::new(b)), s)),
+            r => r?.map_or((None, None), |(b, s)| (Some(Arc::new(b)), s)),
         };
         self.search_from(sp, (prior, inter), deadline, stats, &mut RootTally::default())
     }
@@ -214,7 +215,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn search_from(
         &self,
         sp: &SubProblem,
-        (prior, inter): (Option<Rc<NodeBounds<T>>>, Option<Rc<LayerSlopes>>),
+        (prior, inter): (Option<Arc<NodeBounds<T>>>, Option<Arc<LayerSlopes>>),
         deadline: Option<Instant>,
         stats: &mut SearchStats,
         tally: &mut RootTally,
@@ -245,158 +246,113 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         tally.outstanding = vec![1; roots.len()];
         tally.analysed = vec![0; roots.len()];
         tally.stuck = vec![false; roots.len()];
-        let mut open: Vec<Leaf<T>> = roots
+        let open: Vec<Leaf<T>> = roots
             .into_iter()
             .enumerate()
             .map(|(k, r)| Leaf { prior: prior.clone(), inter: inter.clone(), ..Leaf::root(r, k) })
             .collect();
-        let (mut analysed, mut stuck) = (0, 0);
-        let live = crate::progress::Progress::live(self.opts.progress.as_deref());
-        let mut picks = Picks::default();
-        let gate = (how == Branching::Relus && self.opts.gate_refinement).then(crate::gate::RefineGate::default);
-        let (mut share, mut restarts) = (Share::new(), (Share::new(), 0u32));
-        while !open.is_empty() {
-            live.round(stats.leaves_proved, open.len() + stuck, stats.best_bound);
-            let late = deadline.is_some_and(|d| Instant::now() >= d);
-            if late || (self.opts.timeout.is_none() && analysed >= budget) {
-                stats.leaves_open += open.len() + stuck;
-                return Ok(Search::Open { timed_out: late });
+        let plan = crate::workers::Plan { sp, how, cap, budget, deadline, workers: self.worker_count() };
+        self.run_workers(&plan, open, stats, tally)
+    }
+
+    /// One round of a search worker: `leaves` analysed as one batch, and
+    /// what became of them (`Err(Timeout)`: they stay open).
+    pub(crate) fn round(
+        &self,
+        leaves: Vec<Leaf<T>>,
+        w: &mut crate::workers::WorkerState,
+        plan: &crate::workers::Plan<'_>,
+        proofs_only: bool,
+    ) -> Result<Round<T>, AnalysisError> {
+        let (how, deadline) = (plan.how, plan.deadline);
+        let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
+        let within: Vec<Within<'_, T>> = leaves
+            .iter()
+            .map(|l| Within {
+                prior: l.prior.as_deref(),
+                after: l.after,
+                splits: &l.splits,
+                betas: &l.betas,
+                slopes: l.slopes.as_deref(),
+                inter: l.inter.as_deref(),
+            })
+            .collect();
+        let (res, bounds, mut duals) = self.analyze_within(&refs, &within, w.gate.as_ref(), deadline)?;
+        let keep = w.picks.keep(&leaves, &res);
+        let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].1).collect();
+        let mut round = Round {
+            // A proved or dropped leaf is done; an open one once split.
+            done: leaves.iter().enumerate().map(|(i, l)| (l.root, !keep[i] || res[i].1)).collect(),
+            proved: (0..leaves.len()).filter(|&i| keep[i] && res[i].1).count(),
+            ..Round::default()
+        };
+        if todo.is_empty() {
+            return Ok(round);
+        }
+        // Each open leaf keeps the disjuncts it has not proved.
+        let parts: Vec<_> = todo.iter().map(|&i| open_part(refs[i], &res[i].0)).collect();
+        let sps: Vec<&SubProblem> = parts.iter().map(|p| &p.0).collect();
+        let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.1[..]).collect();
+        // ReLU leaves share their box: their centre and PGD are the root's.
+        if how == Branching::Inputs
+            && let Some(c) = self
+                .falsify_leaves(&sps, &lbs, deadline)
+                .or_else(|| self.restart_root(plan.sp, (&mut w.restarts.0, &mut w.restarts.1), deadline))
+        {
+            round.falsified = Some(c);
+            return Ok(round);
+        }
+        let weak: Vec<f64> = sps.iter().zip(&lbs).map(|(sp, l)| weakest(&sp.unsafe_region, l)).collect();
+        round.best_bound = Some(weak.iter().copied().fold(f64::INFINITY, f64::min));
+        let mut bounds: Vec<Option<NodeBounds<T>>> = bounds.into_iter().map(Some).collect();
+        let children = match how {
+            Branching::Inputs => {
+                let slopes: Vec<Option<Arc<Slopes>>> =
+                    todo.iter().map(|i| duals.slopes.remove(i).map(Arc::new)).collect();
+                Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak), &leaves)?)
             }
-            // ReLU leaves depth first (the newest), so the open list stays
-            // short; input leaves weakest first (a few inputs keep the list
-            // small), which is also where counterexamples are.
-            if how == Branching::Inputs {
-                open.sort_by(|a, b| b.weakest.total_cmp(&a.weakest));
-            }
-            if tally.limit < usize::MAX {
-                let before = open.len();
-                open.retain(|l| {
-                    let over = tally.analysed[l.root] >= tally.limit;
-                    tally.stuck[l.root] |= over;
-                    !over
-                });
-                // Leaves of a root given up stay open.
-                stuck += before - open.len();
-                if open.is_empty() {
-                    break;
-                }
-            }
-            // A parent's candidate children are analysed together.
-            let mut cut = open.len().saturating_sub(cap);
-            while cut > 0 && open[cut].pick.is_some_and(|p| open[cut - 1].pick.is_some_and(|q| q.0 == p.0)) {
-                cut -= 1;
-            }
-            let leaves = open.split_off(cut);
-            let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
-            let within: Vec<Within<'_, T>> = leaves
-                .iter()
-                .map(|l| Within {
-                    prior: l.prior.as_deref(),
-                    after: l.after,
-                    splits: &l.splits,
-                    betas: &l.betas,
-                    slopes: l.slopes.as_deref(),
-                    inter: l.inter.as_deref(),
-                })
-                .collect();
-            let (res, bounds, mut duals) = match self.analyze_within(&refs, &within, gate.as_ref(), deadline) {
-                Err(AnalysisError::Timeout) => {
-                    stats.leaves_open += open.len() + leaves.len() + stuck;
-                    return Ok(Search::Open { timed_out: true });
-                }
-                r => r?,
-            };
-            // The budget counts every leaf analysed, a dropped candidate's too.
-            analysed += leaves.len();
-            let keep = picks.keep(&leaves, &res);
-            let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].1).collect();
-            stats.leaves_proved += (0..leaves.len()).filter(|&i| keep[i] && res[i].1).count();
-            for (i, l) in leaves.iter().enumerate() {
-                tally.analysed[l.root] += 1;
-                // A proved or dropped leaf is done; an open one once split.
-                if !keep[i] || res[i].1 {
-                    tally.outstanding[l.root] -= 1;
-                }
-            }
-            if todo.is_empty() {
-                continue;
-            }
-            // Each open leaf keeps the disjuncts it has not proved.
-            let parts: Vec<_> = todo.iter().map(|&i| open_part(refs[i], &res[i].0)).collect();
-            let sps: Vec<&SubProblem> = parts.iter().map(|p| &p.0).collect();
-            let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.1[..]).collect();
-            // ReLU leaves share their box: their centre and PGD are the root's.
-            if how == Branching::Inputs
-                && let Some(c) = self
-                    .falsify_leaves(&sps, &lbs, deadline)
-                    .or_else(|| self.restart_root(sp, (&mut restarts.0, &mut restarts.1), deadline))
-            {
-                return Ok(Search::Falsified(c));
-            }
-            let weak: Vec<f64> = sps.iter().zip(&lbs).map(|(sp, l)| weakest(&sp.unsafe_region, l)).collect();
-            stats.best_bound = weak.iter().copied().fold(f64::INFINITY, f64::min);
-            let mut bounds: Vec<Option<NodeBounds<T>>> = bounds.into_iter().map(Some).collect();
-            let children = match how {
-                Branching::Inputs => {
-                    let slopes: Vec<Option<Rc<Slopes>>> =
-                        todo.iter().map(|i| duals.slopes.remove(i).map(Rc::new)).collect();
-                    Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak), &leaves)?)
-                }
-                Branching::Relus => {
-                    // Each open half-space's β, to start its children's search from.
-                    let warm: Vec<Start> = todo
-                        .iter()
-                        .zip(&parts)
-                        .map(|(&i, (_, _, kept))| {
-                            let b = kept.iter().map(|&h| duals.betas.get(&(i, h)).cloned()).collect();
-                            (b, duals.slopes.remove(&i).map(Rc::new))
+            Branching::Relus => {
+                // Each open half-space's β, to start its children's search from.
+                let warm: Vec<Start> = todo
+                    .iter()
+                    .zip(&parts)
+                    .map(|(&i, (_, _, kept))| {
+                        let b = kept.iter().map(|&h| duals.betas.get(&(i, h)).cloned()).collect();
+                        (b, duals.slopes.remove(&i).map(Arc::new))
+                    })
+                    .collect();
+                let views: Vec<LeafView<'_, T>> = (0..todo.len())
+                    .filter_map(|k| {
+                        Some(LeafView {
+                            sp: sps[k],
+                            lbs: lbs[k],
+                            bounds: bounds[todo[k]].as_ref()?,
+                            splits: &leaves[todo[k]].splits,
+                            betas: &warm[k].0,
+                            slopes: warm[k].1.as_deref(),
                         })
-                        .collect();
-                    let views: Vec<LeafView<'_, T>> = (0..todo.len())
-                        .filter_map(|k| {
-                            Some(LeafView {
-                                sp: sps[k],
-                                lbs: lbs[k],
-                                bounds: bounds[todo[k]].as_ref()?,
-                                splits: &leaves[todo[k]].splits,
-                                betas: &warm[k].0,
-                                slopes: warm[k].1.as_deref(),
-                            })
-                        })
-                        .collect();
-                    let found =
-                        if tally.proofs_only { None } else { self.attack_corners(&views, &mut share, deadline) };
-                    match found {
-                        Some(c) => Err(c),
-                        None => self.relu_children(
-                            &sps,
-                            &lbs,
-                            &todo,
-                            &mut bounds,
-                            (&leaves, &warm, tally.proofs_only),
-                            &mut picks,
-                        ),
+                    })
+                    .collect();
+                let found = if proofs_only { None } else { self.attack_corners(&views, &mut w.share, deadline) };
+                match found {
+                    Some(c) => Err(c),
+                    None => {
+                        self.relu_children(&sps, &lbs, &todo, &mut bounds, (&leaves, &warm, proofs_only), &mut w.picks)
                     }
                 }
-            };
-            // A leaf that cannot be split stays open: the sub-problem cannot be
-            // proved any more, but the other leaves may still falsify it.
-            let (children, stuck_now) = match children {
-                Ok(c) => c,
-                Err(c) => return Ok(Search::Falsified(c)),
-            };
-            stuck += stuck_now.len();
-            stuck_now.into_iter().for_each(|i| tally.stuck[leaves[i].root] = true);
-            todo.iter().for_each(|&i| tally.outstanding[leaves[i].root] -= 1);
-            children.iter().for_each(|c| tally.outstanding[c.root] += 1);
-            open.extend(children);
+            }
+        };
+        // A leaf that cannot be split stays open: the sub-problem cannot be
+        // proved any more, but the other leaves may still falsify it.
+        match children {
+            Ok((children, stuck)) => {
+                round.stuck = stuck.into_iter().map(|i| leaves[i].root).collect();
+                round.split = todo.iter().map(|&i| leaves[i].root).collect();
+                round.children = children;
+            }
+            Err(c) => round.falsified = Some(c),
         }
-        live.round(stats.leaves_proved, stuck, stats.best_bound);
-        if stuck > 0 {
-            stats.leaves_open += stuck;
-            return Ok(Search::Open { timed_out: false });
-        }
-        Ok(Search::Proved)
+        Ok(round)
     }
 
     /// Both halves of each open leaf, and the leaves that could not be halved.
@@ -406,7 +362,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         lbs: &[&[f64]],
         todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
-        (slopes, weak): (&[Option<Rc<Slopes>>], &[f64]),
+        (slopes, weak): (&[Option<Arc<Slopes>>], &[f64]),
         leaves: &[Leaf<T>],
     ) -> Result<(Vec<Leaf<T>>, Vec<usize>), AnalysisError> {
         let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
@@ -418,7 +374,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 continue;
             }
             let root = leaves[i].root;
-            let parent = bounds[i].take().map(Rc::new);
+            let parent = bounds[i].take().map(Arc::new);
             out.extend(h.into_iter().map(|sp| Leaf {
                 sp,
                 prior: parent.clone(),
@@ -490,7 +446,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let mut splits = leaves[i].splits.clone();
                     splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
                     let (prior, after, betas, slopes) =
-                        (Some(Rc::new(child)), Some(s.node), warm.0.clone(), warm.1.clone());
+                        (Some(Arc::new(child)), Some(s.node), warm.0.clone(), warm.1.clone());
                     let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
                     let sp = (*sp).clone();
                     let weakest = f64::NEG_INFINITY;
@@ -536,7 +492,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 /// under a quarter of the decided parents: then only the other is tried,
 /// with both on every `PROBE`-th parent, so the shares stay current.
 #[derive(Default)]
-struct Picks {
+pub(crate) struct Picks {
     parents: usize,
     wins: [usize; 2],
 }
@@ -557,7 +513,7 @@ impl Picks {
     /// Per analysed leaf, whether it counts: of a parent's candidates, the
     /// one whose worse child ends with the better bound (a proved child
     /// counts as `+∞`; ties keep the first, BaBSR's).
-    fn keep<T>(&mut self, leaves: &[Leaf<T>], res: &[crate::batch::SlotResult]) -> Vec<bool> {
+    pub(crate) fn keep<T>(&mut self, leaves: &[Leaf<T>], res: &[crate::batch::SlotResult]) -> Vec<bool> {
         let end = |i: usize| if res[i].1 { f64::INFINITY } else { weakest(&leaves[i].sp.unsafe_region, &res[i].0) };
         // Per parent: per candidate, its worse child's bound.
         let mut worst: std::collections::BTreeMap<usize, [f64; 2]> = std::collections::BTreeMap::new();

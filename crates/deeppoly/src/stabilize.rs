@@ -23,7 +23,7 @@ use crate::ir::Op;
 use crate::property::{Halfspace, InputBox, SubProblem};
 use crate::split::{Branching, RootTally, SearchStats};
 use polycert_interval::Fp;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The share of a search's time that stabilisation may take.
@@ -148,7 +148,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         if cut.branching() != Some(Branching::Relus) {
             return Ok((Vec::new(), 0));
         }
-        let prior: Rc<NodeBounds<T>> = Rc::new(st.bounds[..=p].iter().map(|b| (b.lo.clone(), b.hi.clone())).collect());
+        let prior: Arc<NodeBounds<T>> =
+            Arc::new(st.bounds[..=p].iter().map(|b| (b.lo.clone(), b.hi.clone())).collect());
         // The unsafe side of end (i, s, t): s·x_i ≤ s·t. An attack that
         // reaches it shows the end does not hold.
         let side = |&(i, s, t): &End| {
@@ -201,7 +202,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     fn prove_ends(
         &self,
         input: &InputBox,
-        prior: &Rc<NodeBounds<T>>,
+        prior: &Arc<NodeBounds<T>>,
         todo: Vec<End>,
         until: Option<Instant>,
         side: impl Fn(&End) -> Vec<Halfspace>,

@@ -547,6 +547,10 @@ macro_rules! backend_conformance_tests {
                 $crate::conformance::host_rows_search_agrees::<_, f64>(&$make);
             }
             #[test]
+            fn search_workers_agree_f64() {
+                $crate::conformance::search_workers_agree::<_, f64>(&$make);
+            }
+            #[test]
             fn gated_leaves_skip_a_layer_f64() {
                 $crate::conformance::gated_leaves_skip_a_layer::<_, f64>(&$make);
             }

@@ -312,8 +312,15 @@ pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
     let input = InputBox::new(c.iter().map(|v| v - 0.02).collect(), c.iter().map(|v| v + 0.02).collect()).expect("box");
     let prop = Property::robustness("p", input, label, y.len()).expect("prop");
     let run = |on| {
-        let o =
-            Options { relaxed_on: on, batch: Some(64), max_relu_leaves: 2000, attack_steps: 0, ..opts(Arith::Point) };
+        let o = Options {
+            relaxed_on: on,
+            batch: Some(64),
+            max_relu_leaves: 2000,
+            attack_steps: 0,
+            // One worker: the same search, leaf for leaf.
+            search_workers: Some(1),
+            ..opts(Arith::Point)
+        };
         Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis")
     };
     let (h, r) = (run(crate::RelaxedOn::Host), run(crate::RelaxedOn::HostRows));
@@ -322,4 +329,35 @@ pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
     assert_eq!(h.verdict, r.verdict);
     assert!(hs.leaves_proved >= 64, "the search needs full rounds: {hs:?}");
     assert!(hs.leaves_proved.abs_diff(rs.leaves_proved) * 10 <= hs.leaves_proved, "{hs:?} against {rs:?}");
+}
+
+/// Search workers (`workers.rs`) reach the single worker's verdicts: on a
+/// random MLP, a robust box that a search of about 260 leaves proves (8 a
+/// round, so both workers take part) is proved with two, and a leaf budget
+/// leaves it open with its open leaves counted.
+pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
+    let mut rng = crate::testnets::SplitMix(7);
+    let net = crate::testnets::random_mlp(&mut rng, &[24, 40, 40, 40, 5]);
+    let c: Vec<f64> = (0..24).map(|_| rng.unit()).collect();
+    let y = crate::eval::eval::<f64>(&net, &c);
+    let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).expect("outputs");
+    let eps = 0.065;
+    let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).expect("box");
+    let prop = Property::robustness("p", input, label, y.len()).expect("prop");
+    let run = |workers, leaves| {
+        let o =
+            Options { batch: Some(8), max_relu_leaves: leaves, search_workers: Some(workers), ..opts(Arith::Point) };
+        let r = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
+        let s = r.search.expect("search ran");
+        (r.verdict, s)
+    };
+    let (one, s1) = run(1, 4000);
+    assert_eq!(one, Verdict::Verified, "{s1:?}");
+    assert!(s1.leaves_proved >= 64 && s1.leaves_open == 0, "the test needs many rounds: {s1:?}");
+    let (two, s2) = run(2, 4000);
+    assert_eq!(two, Verdict::Verified, "{s2:?}");
+    assert!(s2.leaves_proved >= 64 && s2.leaves_open == 0, "{s2:?}");
+    let (capped, s3) = run(2, 40);
+    assert_eq!(capped, Verdict::Unknown, "{s3:?}");
+    assert!(s3.leaves_open >= 1 && s3.leaves_proved < s1.leaves_proved, "{s3:?}");
 }

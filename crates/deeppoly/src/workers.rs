@@ -1,0 +1,279 @@
+//! Search workers: a branch and bound's rounds run on several threads at
+//! once, each with its own analyzer on its own fork of the backend (on a
+//! GPU its own stream), taking leaves from one shared open list.
+//!
+//! A round is mostly host work (on an H100 the GPU was busy 7-9% of a
+//! ResNet round, and one search used 4 of 16 cores), so a second worker's
+//! rounds fill the first's gaps. The open list stays depth first: a worker
+//! takes the newest leaves and puts its children on top.
+//!
+//! **Why it is sound.** A worker analyses its leaves exactly as a single
+//! search does; the pool only decides who analyses which leaf. The verdict
+//! is *proved* only once no leaf is open, none is in flight and none was
+//! given up.
+
+use crate::analysis::{AnalysisError, Analyzer};
+use crate::backend::Backend;
+use crate::falsify::Share;
+use crate::gate::RefineGate;
+use crate::property::{Counterexample, SubProblem};
+use crate::split::{Branching, Leaf, RootTally, Search, SearchStats};
+use polycert_interval::Fp;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// What every worker of one search shares, read-only.
+pub(crate) struct Plan<'s> {
+    /// The sub-problem searched (input restarts attack it).
+    pub sp: &'s SubProblem,
+    pub how: Branching,
+    /// Leaves per round.
+    pub cap: usize,
+    /// Leaves analysed before a search without deadline stops.
+    pub budget: usize,
+    pub deadline: Option<Instant>,
+    /// Workers that share the open list.
+    pub workers: usize,
+}
+
+/// A worker's own steering state (heuristics only).
+pub(crate) struct WorkerState {
+    pub picks: crate::split::Picks,
+    pub gate: Option<RefineGate>,
+    pub share: Share,
+    pub restarts: (Share, u32),
+}
+
+/// What one round did to its leaves.
+#[derive(Default)]
+pub(crate) struct Round<T> {
+    /// Per leaf analysed: its root, and whether it is done (proved, or
+    /// dropped with its parent's other candidate).
+    pub done: Vec<(usize, bool)>,
+    pub proved: usize,
+    /// The roots of the open leaves, each split or given up.
+    pub split: Vec<usize>,
+    /// The roots of the leaves that could not be split.
+    pub stuck: Vec<usize>,
+    pub children: Vec<Leaf<T>>,
+    /// The weakest bound among the round's open leaves.
+    pub best_bound: Option<f64>,
+    pub falsified: Option<Counterexample>,
+}
+
+/// The shared open list and the search's accounting.
+struct Pool<'t, T> {
+    open: Vec<Leaf<T>>,
+    /// Leaves that cannot be split, or of a root given up.
+    stuck: usize,
+    /// Leaves of rounds cut short by the deadline (still open).
+    lost: usize,
+    analysed: usize,
+    /// Rounds in flight.
+    busy: usize,
+    end: Option<Result<Search, AnalysisError>>,
+    stats: &'t mut SearchStats,
+    tally: &'t mut RootTally,
+}
+
+struct Shared<'t, 's, T> {
+    pool: Mutex<Pool<'t, T>>,
+    wake: Condvar,
+    plan: &'s Plan<'s>,
+    proofs_only: bool,
+    live: crate::progress::Live<'s>,
+}
+
+impl<'t, T> Shared<'t, '_, T> {
+    fn lock(&self) -> MutexGuard<'_, Pool<'t, T>> {
+        // A worker that panicked leaves the pool as it was: carry on.
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next round's leaves, or `None` once the search is over.
+    fn take(&self) -> Option<Vec<Leaf<T>>> {
+        let plan = self.plan;
+        let mut p = self.lock();
+        loop {
+            if p.end.is_some() {
+                return None;
+            }
+            if p.open.is_empty() {
+                if p.busy == 0 {
+                    return None;
+                }
+                p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            self.live.round(p.stats.leaves_proved, p.open.len() + p.stuck, p.stats.best_bound);
+            let late = plan.deadline.is_some_and(|d| Instant::now() >= d);
+            if late || (plan.deadline.is_none() && p.analysed >= plan.budget) {
+                p.end = Some(Ok(Search::Open { timed_out: late }));
+                self.wake.notify_all();
+                return None;
+            }
+            // ReLU leaves depth first (the newest), so the open list stays
+            // short; input leaves weakest first (a few inputs keep the list
+            // small), which is also where counterexamples are.
+            if plan.how == Branching::Inputs {
+                p.open.sort_by(|a, b| b.weakest.total_cmp(&a.weakest));
+            }
+            if p.tally.limit < usize::MAX {
+                let p = &mut *p;
+                let before = p.open.len();
+                let tally = &mut *p.tally;
+                p.open.retain(|l| {
+                    let over = tally.analysed[l.root] >= tally.limit;
+                    tally.stuck[l.root] |= over;
+                    !over
+                });
+                // Leaves of a root given up stay open.
+                p.stuck += before - p.open.len();
+                if p.open.is_empty() {
+                    continue;
+                }
+            }
+            // With several workers, a round takes its share of a short
+            // list. A parent's candidate children are analysed together.
+            let take = plan.cap.min(p.open.len().div_ceil(plan.workers.max(1)));
+            let mut cut = p.open.len().saturating_sub(take);
+            while cut > 0 && p.open[cut].pick.is_some_and(|a| p.open[cut - 1].pick.is_some_and(|b| b.0 == a.0)) {
+                cut -= 1;
+            }
+            p.busy += 1;
+            return Some(p.open.split_off(cut));
+        }
+    }
+
+    /// Records a round of `n` leaves.
+    fn apply(&self, n: usize, r: Result<Round<T>, AnalysisError>) {
+        let mut p = self.lock();
+        let p = &mut *p;
+        p.busy -= 1;
+        self.wake.notify_all();
+        let r = match r {
+            Ok(r) => r,
+            Err(AnalysisError::Timeout) => {
+                p.lost += n;
+                p.end.get_or_insert(Ok(Search::Open { timed_out: true }));
+                return;
+            }
+            Err(e) => {
+                p.lost += n;
+                if !matches!(p.end, Some(Err(_))) {
+                    p.end = Some(Err(e));
+                }
+                return;
+            }
+        };
+        // The budget counts every leaf analysed, a dropped candidate's too.
+        p.analysed += n;
+        p.stats.leaves_proved += r.proved;
+        for (root, done) in r.done {
+            p.tally.analysed[root] += 1;
+            if done {
+                p.tally.outstanding[root] -= 1;
+            }
+        }
+        if let Some(c) = r.falsified {
+            if !matches!(p.end, Some(Ok(Search::Falsified(_)))) {
+                p.end = Some(Ok(Search::Falsified(c)));
+            }
+            return;
+        }
+        if let Some(b) = r.best_bound {
+            p.stats.best_bound = b;
+        }
+        p.stuck += r.stuck.len();
+        r.stuck.into_iter().for_each(|root| p.tally.stuck[root] = true);
+        r.split.into_iter().for_each(|root| p.tally.outstanding[root] -= 1);
+        r.children.iter().for_each(|c| p.tally.outstanding[c.root] += 1);
+        p.open.extend(r.children);
+    }
+}
+
+impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
+    /// Search workers for this search: `Options::search_workers`, else the
+    /// backend's; one where the backend has no fork.
+    pub(crate) fn worker_count(&self) -> usize {
+        self.opts.search_workers.unwrap_or_else(|| self.backend.search_workers()).max(1)
+    }
+
+    /// Runs the search of `plan` from the leaves `open` with this analyzer
+    /// and, where there are more workers, analyzers on forks of its backend.
+    pub(crate) fn run_workers(
+        &self,
+        plan: &Plan<'_>,
+        open: Vec<Leaf<T>>,
+        stats: &mut SearchStats,
+        tally: &mut RootTally,
+    ) -> Result<Search, AnalysisError> {
+        let proofs_only = tally.proofs_only;
+        let pool = Pool { open, stuck: 0, lost: 0, analysed: 0, busy: 0, end: None, stats, tally };
+        let shared = Shared {
+            pool: Mutex::new(pool),
+            wake: Condvar::new(),
+            plan,
+            proofs_only,
+            live: crate::progress::Progress::live(self.opts.progress.as_deref()),
+        };
+        let forks = self.forks(plan.workers - 1)?;
+        let (net, opts) = (self.net, &self.opts);
+        std::thread::scope(|s| {
+            for be in &forks {
+                let shared = &shared;
+                // Without its analyzer this worker takes no part.
+                s.spawn(move || {
+                    if let Ok(a) = Analyzer::new(net, be, opts.clone()) {
+                        a.work(shared);
+                    }
+                });
+            }
+            self.work(&shared);
+        });
+        let Pool { open, stuck, lost, end, stats, .. } = shared.pool.into_inner().unwrap_or_else(|e| e.into_inner());
+        match end {
+            Some(Ok(Search::Open { timed_out })) => {
+                stats.leaves_open += open.len() + stuck + lost;
+                Ok(Search::Open { timed_out })
+            }
+            Some(end) => end,
+            None => {
+                shared.live.round(stats.leaves_proved, stuck, stats.best_bound);
+                if stuck > 0 {
+                    stats.leaves_open += stuck;
+                    return Ok(Search::Open { timed_out: false });
+                }
+                Ok(Search::Proved)
+            }
+        }
+    }
+
+    /// `n` forks of the backend (fewer where it has none).
+    fn forks(&self, n: usize) -> Result<Vec<B>, AnalysisError> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            match self.backend.fork()? {
+                Some(b) => out.push(b),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// One worker: rounds until the pool says the search is over.
+    fn work(&self, shared: &Shared<'_, '_, T>) {
+        let plan = shared.plan;
+        let mut w = WorkerState {
+            picks: Default::default(),
+            gate: (plan.how == Branching::Relus && self.opts.gate_refinement).then(RefineGate::default),
+            share: Share::new(),
+            restarts: (Share::new(), 0),
+        };
+        while let Some(leaves) = shared.take() {
+            let n = leaves.len();
+            let r = self.round(leaves, &mut w, plan, shared.proofs_only);
+            shared.apply(n, r);
+        }
+    }
+}
