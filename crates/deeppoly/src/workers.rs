@@ -13,7 +13,7 @@
 //! given up.
 
 use crate::analysis::{AnalysisError, Analyzer};
-use crate::backend::Backend;
+use crate::backend::{Backend, BackendError};
 use crate::falsify::Share;
 use crate::gate::RefineGate;
 use crate::property::{Counterexample, SubProblem};
@@ -280,7 +280,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         };
         while let Some(leaves) = shared.take() {
             let n = leaves.len();
-            let r = self.round(leaves, &mut w, plan, shared.proofs_only);
+            // A panicking round ends the search with an error instead of
+            // leaving the other workers waiting for its leaves.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.round(leaves, &mut w, plan, shared.proofs_only)
+            }))
+            .unwrap_or_else(|_| Err(BackendError::Failure("a search worker's round panicked".into()).into()));
             shared.apply(n, r);
         }
     }

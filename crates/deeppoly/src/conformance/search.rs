@@ -299,18 +299,25 @@ pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
     assert!(closed.open(q), "the probe's gain reopens the layer");
 }
 
+/// A random 24-40-40-40-5 MLP (`seed`) and the robustness of its label at
+/// a random point over the box of radius `eps` around it.
+fn mlp_robustness(seed: u64, eps: f64) -> (Network, Property) {
+    let mut rng = crate::testnets::SplitMix(seed);
+    let net = crate::testnets::random_mlp(&mut rng, &[24, 40, 40, 40, 5]);
+    let c: Vec<f64> = (0..24).map(|_| rng.unit()).collect();
+    let y = crate::eval::eval::<f64>(&net, &c);
+    let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).expect("outputs");
+    let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).expect("box");
+    let prop = Property::robustness("p", input, label, y.len()).expect("prop");
+    (net, prop)
+}
+
 /// The α/β search's host evaluators agree: on a random MLP whose box is not
 /// robust, a search of about 100 leaves (64 a round, so `RelaxedOn::HostRows`
 /// batches their rows) ends with the same counterexample row by row and in
 /// batches, after as many leaves (the same search up to summation order).
 pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
-    let mut rng = crate::testnets::SplitMix(31);
-    let net = crate::testnets::random_mlp(&mut rng, &[24, 40, 40, 40, 5]);
-    let c: Vec<f64> = (0..24).map(|_| rng.unit()).collect();
-    let y = crate::eval::eval::<f64>(&net, &c);
-    let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).expect("outputs");
-    let input = InputBox::new(c.iter().map(|v| v - 0.02).collect(), c.iter().map(|v| v + 0.02).collect()).expect("box");
-    let prop = Property::robustness("p", input, label, y.len()).expect("prop");
+    let (net, prop) = mlp_robustness(31, 0.02);
     let run = |on| {
         let o = Options {
             relaxed_on: on,
@@ -336,14 +343,7 @@ pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
 /// round, so both workers take part) is proved with two, and a leaf budget
 /// leaves it open with its open leaves counted.
 pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
-    let mut rng = crate::testnets::SplitMix(7);
-    let net = crate::testnets::random_mlp(&mut rng, &[24, 40, 40, 40, 5]);
-    let c: Vec<f64> = (0..24).map(|_| rng.unit()).collect();
-    let y = crate::eval::eval::<f64>(&net, &c);
-    let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).expect("outputs");
-    let eps = 0.065;
-    let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).expect("box");
-    let prop = Property::robustness("p", input, label, y.len()).expect("prop");
+    let (net, prop) = mlp_robustness(7, 0.065);
     let run = |workers, leaves| {
         let o =
             Options { batch: Some(8), max_relu_leaves: leaves, search_workers: Some(workers), ..opts(Arith::Point) };
