@@ -251,7 +251,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .enumerate()
             .map(|(k, r)| Leaf { prior: prior.clone(), inter: inter.clone(), ..Leaf::root(r, k) })
             .collect();
-        let plan = crate::workers::Plan { sp, how, cap, budget, deadline, workers: self.worker_count() };
+        let plan = crate::workers::Plan { sp, how, cap, budget, deadline };
         self.run_workers(&plan, open, stats, tally)
     }
 

@@ -19,6 +19,7 @@ use crate::gate::RefineGate;
 use crate::property::{Counterexample, SubProblem};
 use crate::split::{Branching, Leaf, RootTally, Search, SearchStats};
 use polycert_interval::Fp;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -38,8 +39,6 @@ pub(crate) struct Plan<'s> {
     /// Leaves analysed before a search without deadline stops.
     pub budget: usize,
     pub deadline: Option<Instant>,
-    /// Workers that share the open list.
-    pub workers: usize,
 }
 
 /// A worker's own steering state (heuristics only).
@@ -88,6 +87,9 @@ struct Shared<'t, 's, T> {
     plan: &'s Plan<'s>,
     proofs_only: bool,
     live: crate::progress::Live<'s>,
+    /// Threads that take from the pool (a helper joins once its analyzer
+    /// is prepared).
+    workers: AtomicUsize,
 }
 
 impl<'t, T> Shared<'t, '_, T> {
@@ -142,7 +144,7 @@ impl<'t, T> Shared<'t, '_, T> {
             // With several workers, a round takes its share of a short
             // list, but not under `MIN_ROUND` leaves. A parent's candidate
             // children are analysed together.
-            let share = p.open.len().div_ceil(plan.workers.max(1)).max(MIN_ROUND);
+            let share = p.open.len().div_ceil(self.workers.load(Ordering::Relaxed)).max(MIN_ROUND);
             let take = plan.cap.min(share);
             let mut cut = p.open.len().saturating_sub(take);
             while cut > 0 && p.open[cut].pick.is_some_and(|a| p.open[cut - 1].pick.is_some_and(|b| b.0 == a.0)) {
@@ -201,9 +203,9 @@ impl<'t, T> Shared<'t, '_, T> {
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Search workers for this search: `Options::search_workers`, else the
-    /// backend's; one where the backend has no fork.
-    pub(crate) fn worker_count(&self) -> usize {
+    /// Search workers asked for: `Options::search_workers`, else the
+    /// backend's.
+    fn worker_count(&self) -> usize {
         self.opts.search_workers.unwrap_or_else(|| self.backend.search_workers()).max(1)
     }
 
@@ -216,6 +218,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         stats: &mut SearchStats,
         tally: &mut RootTally,
     ) -> Result<Search, AnalysisError> {
+        let forks = self.forks(self.worker_count() - 1)?;
         let proofs_only = tally.proofs_only;
         let pool = Pool { open, stuck: 0, lost: 0, analysed: 0, busy: 0, end: None, stats, tally };
         let shared = Shared {
@@ -224,15 +227,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             plan,
             proofs_only,
             live: crate::progress::Progress::live(self.opts.progress.as_deref()),
+            workers: AtomicUsize::new(1),
         };
-        let forks = self.forks(plan.workers - 1)?;
         let (net, opts) = (self.net, &self.opts);
         std::thread::scope(|s| {
             for be in &forks {
                 let shared = &shared;
-                // Without its analyzer this worker takes no part.
+                // A fork whose analyzer cannot be prepared takes no part.
                 s.spawn(move || {
                     if let Ok(a) = Analyzer::new(net, be, opts.clone()) {
+                        shared.workers.fetch_add(1, Ordering::Relaxed);
                         a.work(shared);
                     }
                 });
