@@ -333,12 +333,12 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.budget.unwrap_or_else(|| self.dev.free_memory() / 3)
     }
 
-    /// Three: a ReLU search's rounds are host work for the most part (the
+    /// Four: a ReLU search's rounds are host work for the most part (the
     /// GPU was busy 7-9% of a round on an H100), so other workers' rounds
-    /// run in one's gaps. On an H100, 40 s of resnet_4b prop_8 proved
-    /// 7,487 / 11,021 / 12,892 leaves with 1 / 2 / 3 workers.
+    /// run in one's gaps. On an H100, with the α/β rows on the GPU, 60 s of
+    /// resnet_4b prop_8 proved 23,396 / 27,735 leaves with 3 / 4 workers.
     fn search_workers(&self) -> usize {
-        3
+        4
     }
 
     fn fork(&self) -> BResult<Option<Self>> {

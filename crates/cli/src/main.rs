@@ -1,5 +1,6 @@
 //! The `polycert` binary: `verify`, `vnncomp` and `fpna`.
 
+mod cpuprof;
 mod engine;
 mod fpna;
 mod images;
@@ -109,7 +110,7 @@ pub struct AnalysisArgs {
     #[arg(long)]
     jobs: Option<usize>,
     /// Threads that run one branch and bound's rounds at once, taking leaves
-    /// from one open list (on CUDA each with its own stream). Default: 3 on
+    /// from one open list (on CUDA each with its own stream). Default: 4 on
     /// CUDA (a round is mostly host work), 1 on the CPU; 1 wherever several
     /// properties run at once (`--jobs` above 1).
     #[arg(long)]
@@ -340,10 +341,13 @@ fn tune_allocator() {
 fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
-    let res = match cli.cmd {
-        Cmd::Verify(a) => verify(a).map(|ok| if ok { 0 } else { 1 }),
-        Cmd::Vnncomp(a) => vnncomp::run(a).map(|ok| if ok { 0 } else { 1 }),
-        Cmd::Fpna(c) => fpna::run(c),
+    let res = {
+        let _sampler = cpuprof::start();
+        match cli.cmd {
+            Cmd::Verify(a) => verify(a).map(|ok| if ok { 0 } else { 1 }),
+            Cmd::Vnncomp(a) => vnncomp::run(a).map(|ok| if ok { 0 } else { 1 }),
+            Cmd::Fpna(c) => fpna::run(c),
+        }
     };
     let phases = polycert_deeppoly::profile::report();
     if !phases.is_empty() {

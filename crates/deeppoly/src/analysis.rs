@@ -73,7 +73,7 @@ pub struct Options {
     pub relaxed_on: RelaxedOn,
     /// Threads that run a branch and bound's rounds at once, each on its
     /// own fork of the backend (`workers.rs`; default: the backend's
-    /// `search_workers`, 3 on CUDA, 1 on the CPU).
+    /// `search_workers`, 4 on CUDA, 1 on the CPU).
     pub search_workers: Option<usize>,
     /// Where branch and bound reports each round (for a progress display).
     pub progress: Option<std::sync::Arc<crate::progress::Progress>>,

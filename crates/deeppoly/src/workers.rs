@@ -230,12 +230,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             workers: AtomicUsize::new(1),
         };
         let (net, opts) = (self.net, &self.opts);
+        // With other workers on the host, the α/β rows go to the backend.
+        let several = !forks.is_empty();
+        self.relaxed_clock.borrow_mut().shared = several;
         std::thread::scope(|s| {
             for be in &forks {
                 let shared = &shared;
                 // A fork whose analyzer cannot be prepared takes no part.
                 s.spawn(move || {
                     if let Ok(a) = Analyzer::new(net, be, opts.clone()) {
+                        a.relaxed_clock.borrow_mut().shared = true;
                         shared.workers.fetch_add(1, Ordering::Relaxed);
                         a.work(shared);
                     }
@@ -243,6 +247,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             self.work(&shared);
         });
+        self.relaxed_clock.borrow_mut().shared = false;
         let Pool { open, stuck, lost, end, stats, .. } = shared.pool.into_inner().unwrap_or_else(|e| e.into_inner());
         match end {
             Some(Ok(Search::Open { timed_out })) => {
