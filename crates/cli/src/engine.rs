@@ -95,10 +95,13 @@ pub fn run_jobs_parallel(
     sink: &mut dyn FnMut(Record) -> Result<()>,
 ) -> Result<()> {
     let n = workers.clamp(1, jobs.len().max(1));
-    // Several properties at once already fill the host: one search worker each.
+    // Several properties at once already fill the host: one search worker
+    // each, and the α/β rows on the backend where `auto` (the host's
+    // evaluation takes every core, the other jobs' too).
     let mut opts = opts.clone();
     if n > 1 {
         opts.search_workers.get_or_insert(1);
+        opts.host_shared = true;
     }
     let opts = &opts;
     match engine {

@@ -75,6 +75,11 @@ pub struct Options {
     /// own fork of the backend (`workers.rs`; default: the backend's
     /// `search_workers`, 4 on CUDA, 1 on the CPU).
     pub search_workers: Option<usize>,
+    /// Other analyses share the host's cores (the CLI sets it where `--jobs`
+    /// runs several properties at once): `RelaxedOn::Auto` then evaluates the
+    /// α/β rows on the backend, as it does while search workers share them
+    /// (`relaxed::Clock::shared`).
+    pub host_shared: bool,
     /// Where branch and bound reports each round (for a progress display).
     pub progress: Option<std::sync::Arc<crate::progress::Progress>>,
 }
@@ -140,6 +145,7 @@ impl Default for Options {
             gate_refinement: true,
             relaxed_on: RelaxedOn::Auto,
             search_workers: None,
+            host_shared: false,
             progress: None,
         }
     }
@@ -261,7 +267,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             params.push(p);
         }
-        Ok(Self { net, backend, params, opts, step_graph: Default::default(), relaxed_clock: Default::default() })
+        let mut relaxed_clock = crate::relaxed::Clock::default();
+        relaxed_clock.shared = opts.host_shared;
+        Ok(Self { net, backend, params, opts, step_graph: Default::default(), relaxed_clock: relaxed_clock.into() })
     }
 
     pub fn options(&self) -> &Options {

@@ -232,7 +232,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (net, opts) = (self.net, &self.opts);
         // With other workers on the host, the α/β rows go to the backend.
         let several = !forks.is_empty();
-        self.relaxed_clock.borrow_mut().shared = several;
+        self.relaxed_clock.borrow_mut().shared = several || opts.host_shared;
         std::thread::scope(|s| {
             for be in &forks {
                 let shared = &shared;
@@ -247,7 +247,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             self.work(&shared);
         });
-        self.relaxed_clock.borrow_mut().shared = false;
+        self.relaxed_clock.borrow_mut().shared = opts.host_shared;
         let Pool { open, stuck, lost, end, stats, .. } = shared.pool.into_inner().unwrap_or_else(|e| e.into_inner());
         match end {
             Some(Ok(Search::Open { timed_out })) => {

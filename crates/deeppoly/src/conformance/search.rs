@@ -360,4 +360,13 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     let (capped, s3) = run(2, 40);
     assert_eq!(capped, Verdict::Unknown, "{s3:?}");
     assert!(s3.leaves_open >= 1 && s3.leaves_proved < s1.leaves_proved, "{s3:?}");
+    // The α/β clock counts the host as shared while the workers run, and
+    // after them as `Options::host_shared` says.
+    for host_shared in [false, true] {
+        let o = Options { batch: Some(8), search_workers: Some(2), host_shared, ..opts(Arith::Point) };
+        let an = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
+        assert_eq!(an.relaxed_clock.borrow().shared, host_shared);
+        assert_eq!(an.analyze(&prop).expect("analysis").verdict, Verdict::Verified);
+        assert_eq!(an.relaxed_clock.borrow().shared, host_shared);
+    }
 }
