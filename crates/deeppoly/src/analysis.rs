@@ -110,7 +110,7 @@ pub enum RelaxedOn {
     /// on the host.
     #[default]
     Auto,
-    /// Row by row on the host (`lagrange::relaxed_bound`).
+    /// Row by row on the host (`relaxed_bound.rs`).
     Host,
     /// Every open row of a batch at once in the backend's GEMMs.
     Backend,

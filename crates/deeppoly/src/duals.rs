@@ -7,9 +7,10 @@ use crate::analysis::{Analyzer, RelaxedOn};
 use crate::backend::Backend;
 use crate::batch::{Duals, SlotResult, Within};
 use crate::forward::{RunState, Step};
-use crate::lagrange::{Chosen, Objective, Offsets, STEPS, Slopes, SlotBias, SlotBounds, SlotSearch, SplitConstraint};
+use crate::lagrange::{Chosen, Objective, STEPS, Slopes, SlotBias, SlotBounds, SlotSearch, SplitConstraint};
 use crate::property::SubProblem;
 use crate::relaxed::{RelaxedRows, RowSpec};
+use crate::relaxed_bound::Offsets;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -103,7 +104,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         b.as_ref().map(|(lo, hi)| (&lo[s * k..(s + 1) * k], &hi[s * k..(s + 1) * k]))
                     })
                     .collect();
-                let offsets = crate::lagrange::rounding_offsets(net, &slot_bias);
+                let offsets = crate::relaxed_bound::rounding_offsets(net, &slot_bias);
                 Job { s, hs, rows, view, offsets, splits: w.splits, warm: w.slopes }
             })
             .collect();

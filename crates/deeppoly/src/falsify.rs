@@ -178,6 +178,6 @@ fn leaf_corner<T: Fp>(
     let (h, half) = crate::split::nearest_halfspace(v.sp, v.lbs)?;
     let beta = v.betas.get(h).cloned().flatten().unwrap_or_default();
     let view: SlotBounds<'_, T> = v.bounds.iter().map(|(l, h)| (&l[..], &h[..])).collect();
-    let x = crate::lagrange::minimising_corner(net, &view, &half.c, (v.splits, &beta), v.slopes, lower)?;
+    let x = crate::relaxed_bound::minimising_corner(net, &view, &half.c, (v.splits, &beta), v.slopes, lower)?;
     Some((d, x))
 }

@@ -1,5 +1,5 @@
 //! `L(α, β)` of many rows at once on the host, for networks of dense layers
-//! and ReLUs (the MNIST MLPs): [`crate::lagrange::relaxed_bound`]'s backward
+//! and ReLUs (the MNIST MLPs): [`crate::relaxed_bound::relaxed_bound`]'s backward
 //! and forward passes with every dense layer one GEMM over the rows, so its
 //! weights are read once per pass instead of once per row (the per-row
 //! matrix-vector products are memory-bound). Plain f64 with sums in any
@@ -7,9 +7,10 @@
 //! Used with `RelaxedOn::HostRows` (an experiment, off by default).
 
 use crate::ir::{Network, NodeId, Op};
-use crate::lagrange::{Eval, SlopeGrads, Slopes, bound_line};
+use crate::lagrange::{Eval, SlopeGrads, Slopes};
 use crate::relax::ReluLower;
 use crate::relaxed::RowSpec;
+use crate::relaxed_bound::bound_line;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 
@@ -170,8 +171,9 @@ fn gemm_acc(dst: &mut [f64], a: &[f64], b: &[f64], (m, n, k): (usize, usize, usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lagrange::{Offsets, SplitConstraint, relaxed_bound};
+    use crate::lagrange::SplitConstraint;
     use crate::relax::unstable;
+    use crate::relaxed_bound::{Offsets, relaxed_bound};
     use crate::testnets::{SplitMix, random_mlp, random_slopes};
 
     /// Interval bounds of every node over `[c − 0.3, c + 0.3]` (plain f64:

@@ -5,14 +5,15 @@
 //! corner, the affine layers as the backend's inference and gradient GEMMs
 //! shared by all rows, the ReLU lines and corner choices as elementwise
 //! steps. Plain arithmetic in `T` with sums in any order, as
-//! [`crate::lagrange::relaxed_bound`] on the host: only the choice of α and
+//! [`crate::relaxed_bound::relaxed_bound`] on the host: only the choice of α and
 //! β depends on it, and the sound backsubstitution bounds the rows after.
 
 use crate::analysis::{Analyzer, Params};
 use crate::backend::{BResult, Backend, Pointwise};
 use crate::ir::{NodeId, Op};
-use crate::lagrange::{Eval, Offsets, SlopeGrads, Slopes, SlotBounds, SplitConstraint};
+use crate::lagrange::{Eval, SlopeGrads, Slopes, SlotBounds, SplitConstraint};
 use crate::relax::{ReluLower, relu_relax, unstable};
+use crate::relaxed_bound::Offsets;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 

@@ -23,6 +23,7 @@ use crate::batch::{NodeBounds, Within};
 use crate::falsify::LeafView;
 use crate::ir::Op;
 use crate::lagrange::{LayerSlopes, Slopes, SplitConstraint};
+use crate::picks::Picks;
 use crate::property::{Counterexample, SubProblem, unproved_disjuncts};
 pub(crate) use crate::tally::RootTally;
 use crate::workers::Round;
@@ -82,7 +83,7 @@ type Start = (Warm, Option<Arc<Slopes>>);
 /// A leaf of the search: its box and open disjuncts, the bounds it starts
 /// from, and the last layer whose bounds it shares with its parent.
 pub(crate) struct Leaf<T> {
-    sp: SubProblem,
+    pub(crate) sp: SubProblem,
     prior: Option<Arc<NodeBounds<T>>>,
     after: Option<usize>,
     splits: Vec<SplitConstraint>,
@@ -103,7 +104,7 @@ pub(crate) struct Leaf<T> {
 
 impl<T> Leaf<T> {
     /// A search's root: the sub-problem alone, nothing inherited.
-    fn root(sp: SubProblem, root: usize) -> Self {
+    pub(crate) fn root(sp: SubProblem, root: usize) -> Self {
         Self {
             sp,
             prior: None,
@@ -486,52 +487,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 }
 
-/// Which of a ReLU leaf's candidate splits (`branch::relu_candidates`:
-/// BaBSR's, then the first layer's) the search tries. Both pairs of
-/// children are analysed and the better kept, until one candidate wins
-/// under a quarter of the decided parents: then only the other is tried,
-/// with both on every `PROBE`-th parent, so the shares stay current.
-#[derive(Default)]
-pub(crate) struct Picks {
-    parents: usize,
-    wins: [usize; 2],
-}
-
-impl Picks {
-    const WARMUP: usize = 32;
-    const PROBE: usize = 8;
-
-    /// The one candidate to try, if the other rarely wins.
-    fn only(&self) -> Option<usize> {
-        let decided = self.wins[0] + self.wins[1];
-        if decided < Self::WARMUP || self.parents.is_multiple_of(Self::PROBE) {
-            return None;
-        }
-        (0..2).find(|&k| 4 * self.wins[1 - k] < decided)
-    }
-
-    /// Per analysed leaf, whether it counts: of a parent's candidates, the
-    /// one whose worse child ends with the better bound (a proved child
-    /// counts as `+∞`; ties keep the first, BaBSR's).
-    pub(crate) fn keep<T>(&mut self, leaves: &[Leaf<T>], res: &[crate::batch::SlotResult]) -> Vec<bool> {
-        let end = |i: usize| if res[i].1 { f64::INFINITY } else { weakest(&leaves[i].sp.unsafe_region, &res[i].0) };
-        // Per parent: per candidate, its worse child's bound.
-        let mut worst: std::collections::BTreeMap<usize, [f64; 2]> = std::collections::BTreeMap::new();
-        for (i, l) in leaves.iter().enumerate() {
-            if let Some((p, k)) = l.pick {
-                let w = worst.entry(p).or_insert([f64::INFINITY; 2]);
-                w[k] = w[k].min(end(i));
-            }
-        }
-        let best: std::collections::BTreeMap<usize, usize> =
-            worst.into_iter().map(|(p, w)| (p, usize::from(w[1] > w[0]))).collect();
-        for &k in best.values() {
-            self.wins[k] += 1;
-        }
-        leaves.iter().map(|l| l.pick.is_none_or(|(p, k)| best[&p] == k)).collect()
-    }
-}
-
 /// `sp` without the disjuncts `lbs` (its half-spaces' lower bounds) prove,
 /// the lower bounds of its half-spaces, and their indices in `lbs`.
 fn open_part(sp: &SubProblem, lbs: &[f64]) -> (SubProblem, Vec<f64>, Vec<usize>) {
@@ -590,45 +545,6 @@ pub(crate) fn nearest_halfspace<'s>(
 mod tests {
     use super::*;
     use crate::property::{InputBox, Property};
-
-    /// Two candidates of parent 1: BaBSR's children end at −1 and proved,
-    /// the first layer's at −0.5 and −0.2: the second is kept (its worse
-    /// child is better). Parent 2 ties: BaBSR's is kept. A leaf without a
-    /// pick always counts.
-    #[test]
-    fn picks_keep_the_candidate_whose_worse_child_is_better() {
-        let p = Property::robustness("p", InputBox::new(vec![0.0], vec![1.0]).expect("box"), 0, 2).expect("p");
-        let leaf = |pick| Leaf::<f64> { pick, ..Leaf::root(p.subproblems[0].clone(), 0) };
-        let leaves: Vec<Leaf<f64>> =
-            [Some((1, 0)), Some((1, 0)), Some((1, 1)), Some((1, 1)), Some((2, 0)), Some((2, 1)), None]
-                .into_iter()
-                .map(leaf)
-                .collect();
-        let res = vec![
-            (vec![-1.0], false),
-            (vec![0.5], true),
-            (vec![-0.5], false),
-            (vec![-0.2], false),
-            (vec![-0.3], false),
-            (vec![-0.3], false),
-            (vec![-9.0], false),
-        ];
-        let mut picks = Picks::default();
-        assert_eq!(picks.keep(&leaves, &res), vec![false, false, true, true, true, false, true]);
-        assert_eq!(picks.wins, [1, 1]);
-    }
-
-    /// Both candidates until 32 parents are decided; then the one that wins
-    /// three quarters or more alone, but for every 8th parent.
-    #[test]
-    fn picks_try_one_candidate_once_the_other_rarely_wins() {
-        let at = |wins, parents| Picks { parents, wins }.only();
-        assert_eq!(at([20, 5], 33), None);
-        assert_eq!(at([40, 5], 33), Some(0));
-        assert_eq!(at([5, 40], 33), Some(1));
-        assert_eq!(at([40, 5], 40), None);
-        assert_eq!(at([25, 15], 33), None);
-    }
 
     #[test]
     fn halves_cover_the_box_and_stop_at_float_resolution() {

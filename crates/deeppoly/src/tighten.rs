@@ -22,13 +22,11 @@ use crate::batch::NodeBounds;
 use crate::forward::RunState;
 use crate::ir::Op;
 use crate::ir::{Network, NodeId};
-use crate::lagrange::{
-    Adam, LR_ALPHA, LayerSlopes, Offsets, STEPS, Slopes, SlotBounds, free_slopes, relaxation_slopes, relaxed_bound,
-    rounding_offsets,
-};
+use crate::lagrange::{Adam, LR_ALPHA, LayerSlopes, STEPS, Slopes, SlotBounds, free_slopes, relaxation_slopes};
 use crate::property::InputBox;
 use crate::relax::ReluLower;
 use crate::relax::unstable;
+use crate::relaxed_bound::{Offsets, relaxed_bound, rounding_offsets};
 use polycert_interval::Fp;
 use rayon::prelude::*;
 use std::time::Instant;

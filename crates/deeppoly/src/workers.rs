@@ -43,7 +43,7 @@ pub(crate) struct Plan<'s> {
 
 /// A worker's own steering state (heuristics only).
 pub(crate) struct WorkerState {
-    pub picks: crate::split::Picks,
+    pub picks: crate::picks::Picks,
     pub gate: Option<RefineGate>,
     pub share: Share,
     pub restarts: (Share, u32),

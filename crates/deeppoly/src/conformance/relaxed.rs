@@ -1,14 +1,15 @@
 //! The α/β search's relaxed bound on the backend (`relaxed.rs`, every row
 //! of a batch at once) against the host's row-by-row reference
-//! (`lagrange::relaxed_bound`).
+//! (`relaxed_bound::relaxed_bound`).
 
 use crate::analysis::{Analyzer, Options};
 use crate::backend::Backend;
 use crate::ir::{Op, Shape};
-use crate::lagrange::{Offsets, Slopes, SlotBounds, SplitConstraint, free_slopes, relaxed_bound};
+use crate::lagrange::{Slopes, SlotBounds, SplitConstraint, free_slopes};
 use crate::property::InputBox;
 use crate::relax::{ReluLower, unstable};
 use crate::relaxed::{RelaxedRows, RowSpec};
+use crate::relaxed_bound::{Offsets, relaxed_bound};
 use crate::testnets::{SplitMix, random_mlp, random_resnet, random_slopes};
 use polycert_interval::Fp;
 
