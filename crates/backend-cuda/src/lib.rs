@@ -6,8 +6,10 @@
 //! returns [`BackendError::Unavailable`].
 
 mod device;
+mod forward;
 pub mod fpna;
 mod infer;
+mod interval_ops;
 mod point_ops;
 mod trace;
 
@@ -21,7 +23,7 @@ use polycert_deeppoly::{
     AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, FloatModel, Geom, Magnitudes, Pool, PoolParams,
     ReluParams, Shape,
 };
-use polycert_interval::{Fp, fp};
+use polycert_interval::Fp;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -374,7 +376,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
 
     fn mat_zeros(&self, rows: usize, cols: usize) -> BResult<GpuMat<T>> {
         let _span = self.trace.span("mat_zeros");
-        Ok(GpuMat { rows, cols, lo: self.alloc(rows * cols)?, hi: self.alloc(rows * cols)? })
+        self.i_zeros(rows, cols)
     }
 
     fn dense_backsub(
@@ -386,26 +388,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         b_hi: &GpuBuf<T>,
     ) -> BResult<(GpuMat<T>, Vec<f64>)> {
         let _span = self.trace.span("dense_backsub");
-        let n_out = a.cols;
-        if w.len != n_out * n_in {
-            return Err(BackendError::Failure(format!("dense_backsub: {} weights for {n_out}x{n_in}", w.len)));
-        }
-        let out: GpuMat<T> = self.mat_zeros(a.rows, n_in)?;
-        if a.rows > 0 && n_in > 0 {
-            let cfg = LaunchConfig {
-                grid_dim: (n_in.div_ceil(64) as u32, a.rows.div_ceil(64) as u32, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let (rows, no, ni) = (a.rows as i32, n_out as i32, n_in as i32);
-            let f = self.dev.func("dense_backsub", T::SUFFIX);
-            let mut b = self.dev.stream.launch_builder(f);
-            b.arg(&a.lo).arg(&a.hi).arg(&w.data).arg(&out.lo).arg(&out.hi).arg(&rows).arg(&no).arg(&ni);
-            unsafe { b.launch(cfg) }.map_err(|e| driver_err("dense_backsub", e))?;
-        }
-        let g = Geom::full(Shape::flat(n_out), a.rows);
-        let cst = self.row_lower(a, &g, &b_lo.data, &b_hi.data)?;
-        Ok((out, cst))
+        self.i_dense_backsub(a, w, n_in, b_lo, b_hi)
     }
 
     fn conv_backsub(
@@ -416,43 +399,12 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         out: &Geom,
     ) -> BResult<(GpuMat<T>, Vec<f64>)> {
         let _span = self.trace.span("conv_backsub");
-        let res: GpuMat<T> = self.mat_zeros(a.rows, out.cols())?;
-        let n = a.rows * out.cols();
-        if n > 0 {
-            let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
-            let (gi, go, kc, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(p.conv), a.rows as i32);
-            let f = self.dev.func("conv_backsub", T::SUFFIX);
-            let mut b = self.dev.stream.launch_builder(f);
-            b.arg(&a.lo).arg(&a.hi).arg(&gi).arg(&*offi).arg(&p.weight.data).arg(&kc).arg(&go).arg(&*offo);
-            b.arg(&res.lo).arg(&res.hi).arg(&rows);
-            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("conv_backsub", e))?;
-        }
-        let cst = self.row_lower(a, g, &p.bias_lo.data, &p.bias_hi.data)?;
-        Ok((res, cst))
+        self.i_conv_backsub(a, g, p, out)
     }
 
     fn relu_backsub(&self, a: &GpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(GpuMat<T>, Vec<f64>)> {
         let _span = self.trace.span("relu_backsub");
-        let out: GpuMat<T> = self.mat_zeros(a.rows, a.cols)?;
-        let cst = self.alloc::<f64>(a.rows)?;
-        let off = self.offsets(g)?;
-        let kg = kgeom(g.shape, g.win);
-        let f = self.dev.func("relu_backsub", T::SUFFIX);
-        let mut b = self.dev.stream.launch_builder(f);
-        let has_lo = p.mu_lo.is_some() as i32;
-        let mu_lo = p.mu_lo.unwrap_or(p.mu_up);
-        if mu_lo.len != p.mu_up.len {
-            return Err(BackendError::Failure(format!(
-                "relu_backsub: {} lower and {} upper intercepts",
-                mu_lo.len, p.mu_up.len
-            )));
-        }
-        b.arg(&a.lo).arg(&kg).arg(&*off).arg(&p.lam_lo.data).arg(&p.lam_up.data).arg(&p.mu_up.data);
-        b.arg(&has_lo).arg(&mu_lo.data).arg(&out.lo).arg(&out.hi).arg(&cst);
-        if a.rows > 0 {
-            unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("relu_backsub", e))?;
-        }
-        Ok((out, self.dtoh(&cst, a.rows)?))
+        self.i_relu_backsub(a, g, p)
     }
 
     fn maxpool_backsub(
@@ -463,34 +415,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         out: &Geom,
     ) -> BResult<(GpuMat<T>, Vec<f64>)> {
         let _span = self.trace.span("maxpool_backsub");
-        let res: GpuMat<T> = self.mat_zeros(a.rows, out.cols())?;
-        let cst = self.alloc::<f64>(a.rows)?;
-        if a.rows == 0 {
-            return Ok((res, Vec::new()));
-        }
-        let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
-        let (gi, go, kp, rows) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kpool(p.pool), a.rows as i32);
-        let n = a.rows * out.cols();
-        if n > 0 {
-            let f = self.dev.func("maxpool_backsub", T::SUFFIX);
-            let mut b = self.dev.stream.launch_builder(f);
-            b.arg(&a.lo).arg(&gi).arg(&*offi).arg(&p.sel_lo.data).arg(&p.sel_up.data).arg(&kp).arg(&go).arg(&*offo);
-            b.arg(&res.lo).arg(&res.hi).arg(&rows);
-            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("maxpool_backsub", e))?;
-        }
-        let f = self.dev.func("maxpool_const", T::SUFFIX);
-        let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&a.lo)
-            .arg(&a.hi)
-            .arg(&gi)
-            .arg(&*offi)
-            .arg(&p.sel_lo.data)
-            .arg(&p.sel_up.data)
-            .arg(&p.lo.data)
-            .arg(&p.up.data);
-        b.arg(&cst);
-        unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("maxpool_const", e))?;
-        Ok((res, self.dtoh(&cst, a.rows)?))
+        self.i_maxpool_backsub(a, g, p, out)
     }
 
     fn diag_backsub(
@@ -501,70 +426,27 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         c: (&GpuBuf<T>, &GpuBuf<T>),
     ) -> BResult<(GpuMat<T>, Vec<f64>)> {
         let _span = self.trace.span("diag_backsub");
-        let out: GpuMat<T> = self.mat_zeros(a.rows, a.cols)?;
-        let cst = self.alloc::<f64>(a.rows)?;
-        let off = self.offsets(g)?;
-        let kg = kgeom(g.shape, g.win);
-        let f = self.dev.func("diag_backsub", T::SUFFIX);
-        let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&a.lo).arg(&a.hi).arg(&kg).arg(&*off).arg(&m.0.data).arg(&m.1.data).arg(&c.0.data).arg(&c.1.data);
-        b.arg(&out.lo).arg(&out.hi).arg(&cst);
-        if a.rows > 0 {
-            unsafe { b.launch(per_row(a.rows)) }.map_err(|e| driver_err("diag_backsub", e))?;
-        }
-        Ok((out, self.dtoh(&cst, a.rows)?))
+        self.i_diag_backsub(a, g, m, c)
     }
 
     fn concretize(&self, a: &GpuMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<Vec<f64>> {
         let _span = self.trace.span("concretize");
-        if a.rows == 0 {
-            return Ok(Vec::new());
-        }
-        self.row_lower(a, g, &lo.data, &hi.data)
+        self.i_concretize(a, g, lo, hi)
     }
 
     fn compact(&self, a: &GpuMat<T>, _g: &Geom, keep: &[u32]) -> BResult<GpuMat<T>> {
         let _span = self.trace.span("compact");
-        let out: GpuMat<T> = self.mat_zeros(keep.len(), a.cols)?;
-        let n = keep.len() * a.cols;
-        if n > 0 {
-            let k = self.htod(keep)?;
-            let (nk, cols) = (keep.len() as i32, a.cols as u64);
-            let f = self.dev.func("compact", T::SUFFIX);
-            let mut b = self.dev.stream.launch_builder(f);
-            b.arg(&a.lo).arg(&a.hi).arg(&k).arg(&nk).arg(&cols).arg(&out.lo).arg(&out.hi);
-            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("compact", e))?;
-        }
-        Ok(out)
+        self.i_compact(a, _g, keep)
     }
 
     fn add_into(&self, dst: &mut GpuMat<T>, dg: &Geom, src: &GpuMat<T>, sg: &Geom) -> BResult<()> {
         let _span = self.trace.span("add_into");
-        let n = src.rows * src.cols;
-        if n == 0 {
-            return Ok(());
-        }
-        let (od, os) = (self.offsets(dg)?, self.offsets(sg)?);
-        let (kd, ks, rows) = (kgeom(dg.shape, dg.win), kgeom(sg.shape, sg.win), src.rows as i32);
-        let f = self.dev.func("add_into", T::SUFFIX);
-        let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&mut dst.lo).arg(&mut dst.hi).arg(&kd).arg(&*od).arg(&src.lo).arg(&src.hi).arg(&ks).arg(&*os).arg(&rows);
-        unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("add_into", e))?;
-        Ok(())
+        self.i_add_into(dst, dg, src, sg)
     }
 
     fn slice_cols(&self, a: &GpuMat<T>, start: usize, len: usize) -> BResult<GpuMat<T>> {
         let _span = self.trace.span("slice_cols");
-        let out: GpuMat<T> = self.mat_zeros(a.rows, len)?;
-        let n = a.rows * len;
-        if n > 0 {
-            let (rows, cols, st, ln) = (a.rows as i32, a.cols as u64, start as u64, len as u64);
-            let f = self.dev.func("slice_cols", T::SUFFIX);
-            let mut b = self.dev.stream.launch_builder(f);
-            b.arg(&a.lo).arg(&a.hi).arg(&rows).arg(&cols).arg(&st).arg(&ln).arg(&out.lo).arg(&out.hi);
-            unsafe { b.launch(grid_for(n)) }.map_err(|e| driver_err("slice_cols", e))?;
-        }
-        Ok(out)
+        self.i_slice_cols(a, start, len)
     }
 
     type PMat = GpuPMat<T>;
@@ -712,33 +594,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         model: FloatModel,
     ) -> BResult<AffineForward<GpuBuf<T>>> {
         let _span = self.trace.span("forward_dense");
-        let n_out = bias.len;
-        check_batch("forward_dense", x, n_in, batch)?;
-        // The kernel writes all four outputs of every (slot, neuron); errors
-        // surface at the next transfer (no sync here: `|W|·r` stays on the device).
-        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc_written::<T>(batch * n_out)).collect::<BResult<_>>()?;
-        let gamma = model.gamma(n_in + 1);
-        let eta = fp::mul_up((n_in + 2) as f64, model.min_subnormal);
-        let (ni, no) = (n_in as i32, n_out as i32);
-        let f = self.dev.func("forward_dense", T::SUFFIX);
-        let mut b = self.dev.stream.launch_builder(f);
-        let thresh = model.overflow_threshold();
-        b.arg(&w.data)
-            .arg(&bias.data)
-            .arg(&ni)
-            .arg(&no)
-            .arg(&x.0.data)
-            .arg(&x.1.data)
-            .arg(&gamma)
-            .arg(&eta)
-            .arg(&thresh);
-        b.arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
-        if n_out > 0 && batch > 0 {
-            unsafe { b.launch(batched(grid_for(32 * n_out), batch)) }.map_err(|e| driver_err("forward_dense", e))?;
-        }
-        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n_out });
-        let mut next = || it.next().expect("four outputs");
-        Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
+        self.i_forward_dense(w, bias, n_in, x, batch, model)
     }
 
     fn forward_conv(
@@ -752,32 +608,7 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         model: FloatModel,
     ) -> BResult<AffineForward<GpuBuf<T>>> {
         let _span = self.trace.span("forward_conv");
-        check_batch("forward_conv", x, input.numel(), batch)?;
-        let (kh, kw) = conv.kernel;
-        let ho = (input.h + conv.pad.0 + conv.pad.2 - kh) / conv.stride.0 + 1;
-        let wo = (input.w + conv.pad.1 + conv.pad.3 - kw) / conv.stride.1 + 1;
-        let n = conv.c_out * ho * wo;
-        let max_terms = input.c * kh * kw + 2;
-        // Cached by content: a recorded attack step may run this, and a
-        // recording cannot upload.
-        let gammas: Vec<u64> = (0..=max_terms).map(|k| model.gamma(k).to_bits()).collect();
-        let gam = cached(&self.gamma_cache, &gammas, |v| {
-            self.htod(&v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>())
-        })?;
-        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc_written::<T>(batch * n)).collect::<BResult<_>>()?;
-        let (gi, kc) = (kgeom(input, (input.h, input.w)), kconv(conv));
-        let (co, hoi, woi, eta) = (conv.c_out as i32, ho as i32, wo as i32, model.min_subnormal);
-        let f = self.dev.func("forward_conv", T::SUFFIX);
-        let mut b = self.dev.stream.launch_builder(f);
-        b.arg(&w.data).arg(&bias.data).arg(&gi).arg(&kc).arg(&co).arg(&hoi).arg(&woi).arg(&x.0.data).arg(&x.1.data);
-        let thresh = model.overflow_threshold();
-        b.arg(&*gam).arg(&eta).arg(&thresh).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
-        if n > 0 && batch > 0 {
-            unsafe { b.launch(batched(grid_for(n), batch)) }.map_err(|e| driver_err("forward_conv", e))?;
-        }
-        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n });
-        let mut next = || it.next().expect("four outputs");
-        Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
+        self.i_forward_conv(conv, w, bias, input, x, batch, model)
     }
 
     fn infer_dense(
