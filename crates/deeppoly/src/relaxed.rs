@@ -368,9 +368,9 @@ fn value<'v, Buf>(net: &crate::ir::Network, z: &'v [Option<Buf>], mut id: NodeId
 /// leaves, where the backend's fixed costs weigh most, and which is faster
 /// depends on the batch, the network and the machine (on an H200 the
 /// backend won on resnet_4b and lost on resnet_2b and the MNIST MLPs).
-/// While other search workers share the host (`shared`), the backend is
-/// picked: the host's evaluation is fast in wall time only with every core
-/// to itself, and takes them from the other workers' rounds.
+/// While other search workers or analyses share the host (`shared`), the
+/// backend is picked: the host's evaluation is fast in wall time only with
+/// every core to itself, and takes them from the others' work.
 #[derive(Debug, Default)]
 pub(crate) struct Clock {
     pub(crate) shared: bool,
