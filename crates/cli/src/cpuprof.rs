@@ -25,10 +25,8 @@ impl Drop for Guard {
             let n = n.max(0) as usize;
             total += n;
             *threads.entry(frames.thread_name.clone()).or_default() += n;
-            let names: Vec<String> =
-                frames.frames.iter().map(|f| f.first().map(|s| s.name()).unwrap_or_default()).collect();
-            if let Some(top) = names.first() {
-                *flat.entry(top.clone()).or_default() += n;
+            if let Some(top) = frames.frames.first() {
+                *flat.entry(top.first().map(|s| s.name()).unwrap_or_default()).or_default() += n;
             }
             let mut seen = HashSet::new();
             for f in &frames.frames {
@@ -49,13 +47,11 @@ impl Drop for Guard {
         for (k, n) in sorted(threads).into_iter().take(30) {
             out += &format!("{n:>8} {k}\n");
         }
-        out += "\n## flat\n";
-        for (k, n) in sorted(flat).into_iter().take(120) {
-            out += &format!("{n:>8} {:>5.1}% {k}\n", 100.0 * n as f64 / total.max(1) as f64);
-        }
-        out += "\n## inclusive\n";
-        for (k, n) in sorted(incl).into_iter().take(250) {
-            out += &format!("{n:>8} {:>5.1}% {k}\n", 100.0 * n as f64 / total.max(1) as f64);
+        for (title, m, most) in [("flat", flat, 120), ("inclusive", incl, 250)] {
+            out += &format!("\n## {title}\n");
+            for (k, n) in sorted(m).into_iter().take(most) {
+                out += &format!("{n:>8} {:>5.1}% {k}\n", 100.0 * n as f64 / total.max(1) as f64);
+            }
         }
         let _ = std::fs::write(path, out);
     }

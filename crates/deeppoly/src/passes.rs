@@ -145,7 +145,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// `after[s]`, where given, skips slot `s`'s layers whose input is node
     /// `after[s]` or earlier (their bounds are already refined, e.g. a ReLU
     /// split leaf's layers up to its split). `inter[s]`, where given, holds
-    /// slot `s`'s lower slopes per layer and end (`lagrange::layer_slopes`):
+    /// slot `s`'s lower slopes per layer and end (`tighten::layer_slopes`):
     /// a layer's lower ends are bounded again with the ReLUs before it at
     /// the first table, its upper ends at the second (any slope in `[0, 1]`
     /// is a valid lower line), and the tighter bound is kept. On the H200
