@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Per-GPU instance lists for bench/gpu/full.sh, balanced by expected time.
+
+Usage: full_lists.py GPUS OUTDIR RESULTS.csv... [--head K=SECONDS ...]
+
+An instance's expected time is its seconds in the given polycert results CSVs (a solved row:
+1.3x + 2 s; an open or missing one: its timeout). Instances go longest first to the GPU with the
+least expected time (LPT); on each GPU the ones expected solved run first, so a run cut short loses
+the expected timeouts. `--head K=S` charges GPU K with S seconds of other work first (tests).
+Paths in OUTDIR/gK.csv are relative to OUTDIR, which must sit beside carry/bench (carry/full).
+"""
+import csv
+import os
+import sys
+
+
+def main(argv):
+    gpus, outdir = int(argv[1]), argv[2]
+    heads = [a for a in argv[3:] if "=" in a and not a.endswith(".csv")]
+    results = [a for a in argv[3:] if a.endswith(".csv")]
+    seen = {}
+    for path in results:
+        for r in csv.DictReader(open(path)):
+            key = (os.path.basename(r["onnx"]), os.path.basename(r["vnnlib"]))
+            solved = r["result"] in ("sat", "unsat")
+            seen[key] = float(r["seconds"]) * 1.3 + 2 if solved else None
+    items = []
+    for set_ in ("mnist_fc", "cifar10_resnet"):
+        for onnx, vnnlib, timeout in csv.reader(open(f"carry/bench/{set_}/instances.csv")):
+            key = (os.path.basename(onnx), os.path.basename(vnnlib))
+            expect = seen.get(key)
+            opened = expect is None
+            row = (f"../bench/{set_}/{onnx}", f"../bench/{set_}/{vnnlib}", timeout)
+            items.append((float(timeout) if opened else expect, opened, row))
+    load = [0.0] * gpus
+    for h in heads:
+        k, s = h.removeprefix("--head").strip().split("=")
+        load[int(k)] += float(s)
+    lists = [[] for _ in range(gpus)]
+    for it in sorted(items, key=lambda x: -x[0]):
+        k = min(range(gpus), key=lambda g: load[g])
+        load[k] += it[0]
+        lists[k].append(it)
+    os.makedirs(outdir, exist_ok=True)
+    for k, items_k in enumerate(lists):
+        with open(f"{outdir}/g{k}.csv", "w") as f:
+            for _, _, row in sorted(items_k, key=lambda x: (x[1], x[2][0], x[0])):
+                f.write(",".join(row) + "\n")
+        print(f"g{k}: {len(items_k)} instances, {load[k]:.0f} s expected")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
