@@ -59,7 +59,7 @@ fn check<T: polycert_interval::Fp>(set: &str, arith: Arith, skip: &[&str]) {
         let prop = polycert_onnx::load_vnnlib(base.join(f[1]), model.n_inputs(), model.n_outputs()).expect("vnnlib");
         let prop = model.property_to_ir(&prop);
         let out =
-            Analyzer::<_, f64>::new(&model.network, &be, opts.clone()).expect("prepare").analyze(&prop).expect("run");
+            Analyzer::<_, T>::new(&model.network, &be, opts.clone()).expect("prepare").analyze(&prop).expect("run");
         let prop_name = f[1].rsplit('/').next().unwrap_or(f[1]).to_string();
         let want = refs[&(stem(f[0]), prop_name)];
         let got = out.verdict == Verdict::Verified;

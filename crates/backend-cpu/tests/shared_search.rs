@@ -1,0 +1,84 @@
+//! The default analysis with branch and bound on the CPU backend, on the
+//! shared mnist-net_256x2 instances (VNN-COMP 2021 `mnistfc`): every one is
+//! answered, each answer is α,β-CROWN's in VNN-COMP 2021, and every
+//! counterexample holds in float32 inference. Reads `$POLYCERT_BENCH`
+//! (default `../shared/bench` next to the repository) and skips without it.
+
+use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::{Analyzer, Network, Options, Property, SubProblem, Verdict};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn bench_dir() -> Option<PathBuf> {
+    let d = std::env::var_os("POLYCERT_BENCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/bench")));
+    d.exists().then_some(d)
+}
+
+/// α,β-CROWN's VNN-COMP 2021 answers on mnist-net_256x2 (`true`: unsat, the
+/// property holds), from the competition's published results.
+const EXPECTED: [(&str, bool); 20] = [
+    ("prop_0_0.03", true),
+    ("prop_1_0.03", true),
+    ("prop_2_0.03", true),
+    ("prop_3_0.03", true),
+    ("prop_4_0.03", true),
+    ("prop_5_0.03", true),
+    ("prop_6_0.03", true),
+    ("prop_7_0.03", false),
+    ("prop_8_0.03", true),
+    ("prop_9_0.03", true),
+    ("prop_0_0.05", false),
+    ("prop_1_0.05", false),
+    ("prop_2_0.05", true),
+    ("prop_3_0.05", false),
+    ("prop_4_0.05", true),
+    ("prop_5_0.05", false),
+    ("prop_6_0.05", true),
+    ("prop_7_0.05", false),
+    ("prop_8_0.05", false),
+    ("prop_9_0.05", false),
+];
+
+/// Whether float32 inference of `x` lies in one of `sp`'s unsafe
+/// disjuncts, with `x` in its box.
+fn reaches_unsafe(net: &Network, sp: &SubProblem, x: &[f32]) -> bool {
+    let inside = x.iter().zip(&sp.input.lo).zip(&sp.input.hi).all(|((&v, &l), &h)| l <= v as f64 && v as f64 <= h);
+    let y = polycert_deeppoly::eval::eval::<f32>(net, x);
+    let holds = |c: &[f64], d: f64| c.iter().zip(&y).map(|(a, &v)| a * v as f64).sum::<f64>() - d <= 0.0;
+    inside && sp.unsafe_region.iter().any(|conj| conj.iter().all(|h| holds(&h.c, h.d)))
+}
+
+#[test]
+fn search_answers_every_256x2_instance_as_alpha_beta_crown() {
+    let Some(dir) = bench_dir() else {
+        eprintln!("skipping: no shared benchmarks (set POLYCERT_BENCH)");
+        return;
+    };
+    let base = dir.join("mnist_fc");
+    let model = polycert_onnx::load_onnx(base.join("mnist-net_256x2.onnx")).expect("model");
+    let be = CpuBackend::default();
+    // The default analysis at VNN-COMP's 120 s (on 2 cores, in the test
+    // profile, the slowest took 27 s and all 20 together 50 s).
+    let opts = Options { timeout: Some(Duration::from_secs(120)), ..Options::default() };
+    let analyzer = Analyzer::<_, f64>::new(&model.network, &be, opts).expect("prepare");
+    let (mut unsat, mut sat) = (0, 0);
+    for (name, holds) in EXPECTED {
+        let prop = polycert_onnx::load_vnnlib(base.join(format!("{name}.vnnlib")), model.n_inputs(), model.n_outputs())
+            .expect("vnnlib");
+        let prop: Property = model.property_to_ir(&prop);
+        let out = analyzer.analyze(&prop).expect("run");
+        println!("{name}: {} in {:.2}s", out.verdict.name(), out.seconds);
+        match (&out.verdict, holds) {
+            (Verdict::Verified, true) => unsat += 1,
+            (Verdict::Falsified(c), false) => {
+                let ok = prop.subproblems.iter().any(|sp| reaches_unsafe(&model.network, sp, &c.input));
+                assert!(ok, "{name}: the counterexample does not reach the unsafe region in float32");
+                sat += 1;
+            }
+            (v, _) => panic!("{name}: {} where α,β-CROWN answered {}", v.name(), if holds { "unsat" } else { "sat" }),
+        }
+    }
+    assert_eq!((unsat, sat), (12, 8));
+}
