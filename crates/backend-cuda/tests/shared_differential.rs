@@ -4,7 +4,7 @@
 //! skips without a GPU or without the files.
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::{Analyzer, Options};
+use polycert_deeppoly::{Analyzer, Options, Verdict};
 use std::path::PathBuf;
 
 fn bench_dir() -> Option<PathBuf> {
@@ -51,4 +51,45 @@ fn cpu_and_gpu_agree_on_every_shared_instance() {
         }
     }
     assert_eq!(checked, 96, "every shared instance");
+}
+
+/// With branch and bound (the default analysis), the CPU and the GPU answer
+/// every mnist-net_256x2 instance alike: both prove it, or both find a
+/// counterexample (not necessarily the same one). `shared_search.rs` in
+/// the CPU backend pins the CPU's answers to α,β-CROWN's.
+#[test]
+fn cpu_and_gpu_searches_agree_on_256x2() {
+    let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
+    let Some(dir) = bench_dir() else {
+        eprintln!("skipping: no shared benchmarks (set POLYCERT_BENCH)");
+        return;
+    };
+    let cpu = CpuBackend::default();
+    let opts = Options { timeout: Some(std::time::Duration::from_secs(120)), ..Options::default() };
+    let base = dir.join("mnist_fc");
+    let model = polycert_onnx::load_onnx(base.join("mnist-net_256x2.onnx")).expect("model");
+    let on_cpu = Analyzer::<_, f64>::new(&model.network, &cpu, opts.clone()).expect("cpu");
+    let on_gpu = Analyzer::<_, f64>::new(&model.network, &gpu, opts).expect("gpu");
+    let mut answered = 0;
+    for eps in ["0.03", "0.05"] {
+        for k in 0..10 {
+            let name = format!("prop_{k}_{eps}");
+            let prop =
+                polycert_onnx::load_vnnlib(base.join(format!("{name}.vnnlib")), model.n_inputs(), model.n_outputs())
+                    .expect("vnnlib");
+            let prop = model.property_to_ir(&prop);
+            let a = on_cpu.analyze(&prop).expect("cpu run");
+            let b = on_gpu.analyze(&prop).expect("gpu run");
+            println!(
+                "{name}: cpu {} in {:.2}s, gpu {} in {:.2}s",
+                a.verdict.name(),
+                a.seconds,
+                b.verdict.name(),
+                b.seconds
+            );
+            assert_eq!(a.verdict.name(), b.verdict.name(), "{name}");
+            answered += usize::from(matches!(a.verdict, Verdict::Verified | Verdict::Falsified(_)));
+        }
+    }
+    assert_eq!(answered, 20, "every 256x2 instance answered");
 }
