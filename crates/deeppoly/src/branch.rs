@@ -6,13 +6,15 @@
 //! float32 in any summation order) lies in one of them, since `x_j` has
 //! one value in it. Each child carries its parent's final node bounds with
 //! `x_j`'s clamped to `[0, u]` or `[l, 0]` (they hold over the child's
-//! domain, a subset of the parent's); the analysis intersects every node's
+//! domain, a subset of the parent's; open siblings share the parent's, and
+//! the clamp is applied when a child is analysed); the analysis intersects every node's
 //! bounds with them, so the split ReLU is exact there and every later
 //! layer's bounds and relaxations are recomputed under it. Bounds that
 //! contradict each other prove the child (its domain is empty).
 
 use crate::batch::NodeBounds;
 use crate::ir::{Network, NodeId, Op};
+use crate::lagrange::SplitConstraint;
 use crate::relax::{ReluLower, relu_relax};
 use polycert_interval::Fp;
 
@@ -96,13 +98,18 @@ fn layer_bests<T: Fp>(
     out
 }
 
-/// The two children of a split: `x_j ≥ 0` then `x_j ≤ 0`.
-pub(crate) fn split_children<T: Fp>(bounds: &NodeBounds<T>, s: ReluSplit) -> [NodeBounds<T>; 2] {
-    let (mut active, mut inactive) = (bounds.clone(), bounds.clone());
-    let j = s.neuron;
-    active[s.node].0[j] = active[s.node].0[j].max(T::zero());
-    inactive[s.node].1[j] = inactive[s.node].1[j].min(T::zero());
-    [active, inactive]
+/// A child's bounds: its parent's with the split ReLU input clamped,
+/// `x_j ≥ 0` (active) or `x_j ≤ 0`. Open leaves share their parent's
+/// bounds and are clamped only when analysed.
+pub(crate) fn child_bounds<T: Fp>(parent: &NodeBounds<T>, c: &SplitConstraint) -> NodeBounds<T> {
+    let mut b = parent.clone();
+    let (lo, hi) = &mut b[c.node];
+    if c.active {
+        lo[c.neuron] = lo[c.neuron].max(T::zero());
+    } else {
+        hi[c.neuron] = hi[c.neuron].min(T::zero());
+    }
+    b
 }
 
 /// Per node, the coefficient of the lower bound of `c·y` on that node's
@@ -177,7 +184,8 @@ mod tests {
             relu_candidates(&n, &b, &[-1.0], ReluLower::Area).first().copied(),
             Some(ReluSplit { node: 1, neuron: 0 })
         );
-        let [a, i] = split_children(&b, ReluSplit { node: 1, neuron: 0 });
+        let split = |active| SplitConstraint { node: 1, neuron: 0, active };
+        let (a, i) = (child_bounds(&b, &split(true)), child_bounds(&b, &split(false)));
         assert_eq!((a[1].0[0], a[1].1[0], i[1].0[0], i[1].1[0]), (0.0, 3.0, -1.0, 0.0));
         assert_eq!(a[1].0[1], -2.0);
         // Every ReLU stable: nothing to split.

@@ -85,6 +85,9 @@ type Start = (Warm, Option<Arc<Slopes>>);
 pub(crate) struct Leaf<T> {
     pub(crate) sp: SubProblem,
     prior: Option<Arc<NodeBounds<T>>>,
+    /// Whether `prior` is its parent's, to clamp by its last split when it
+    /// is analysed (siblings share it while open).
+    clamp: bool,
     after: Option<usize>,
     splits: Vec<SplitConstraint>,
     /// Per half-space of `sp`: the β its parent's row ended with.
@@ -108,6 +111,7 @@ impl<T> Leaf<T> {
         Self {
             sp,
             prior: None,
+            clamp: false,
             after: None,
             splits: Vec::new(),
             betas: Vec::new(),
@@ -267,10 +271,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<Round<T>, AnalysisError> {
         let (how, deadline) = (plan.how, plan.deadline);
         let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
+        let clamped: Vec<Option<NodeBounds<T>>> = leaves
+            .iter()
+            .map(|l| match (l.clamp, l.prior.as_deref(), l.splits.last()) {
+                (true, Some(p), Some(c)) => Some(crate::branch::child_bounds(p, c)),
+                _ => None,
+            })
+            .collect();
         let within: Vec<Within<'_, T>> = leaves
             .iter()
-            .map(|l| Within {
-                prior: l.prior.as_deref(),
+            .zip(&clamped)
+            .map(|(l, c)| Within {
+                prior: c.as_ref().or(l.prior.as_deref()),
                 after: l.after,
                 splits: &l.splits,
                 betas: &l.betas,
@@ -379,6 +391,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             out.extend(h.into_iter().map(|sp| Leaf {
                 sp,
                 prior: parent.clone(),
+                clamp: false,
                 after: None,
                 splits: Vec::new(),
                 betas: Vec::new(),
@@ -441,18 +454,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Some(k) if cands.len() > 1 => vec![cands[k]],
                 _ => cands,
             };
+            // Every child shares these bounds until it is analysed.
+            let parent = Arc::new(b);
             for (k, &s) in cands.iter().enumerate() {
                 let pick = (cands.len() > 1).then_some((picks.parents, k));
-                for (child, active) in crate::branch::split_children(&b, s).into_iter().zip([true, false]) {
+                for active in [true, false] {
                     let mut splits = leaves[i].splits.clone();
                     splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
                     let (prior, after, betas, slopes) =
-                        (Some(Arc::new(child)), Some(s.node), warm.0.clone(), warm.1.clone());
+                        (Some(parent.clone()), Some(s.node), warm.0.clone(), warm.1.clone());
                     let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
                     let sp = (*sp).clone();
-                    let weakest = f64::NEG_INFINITY;
+                    let (weakest, clamp) = (f64::NEG_INFINITY, true);
                     let root = leaves[i].root;
-                    out.push(Leaf { sp, prior, after, splits, betas, slopes, inter, weakest, pick, root });
+                    out.push(Leaf { sp, prior, clamp, after, splits, betas, slopes, inter, weakest, pick, root });
                 }
             }
         }
