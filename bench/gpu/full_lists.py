@@ -34,7 +34,7 @@ def main(argv):
             items.append((float(timeout) if opened else expect, opened, row))
     load = [0.0] * gpus
     for h in heads:
-        k, s = h.removeprefix("--head").strip().split("=")
+        k, s = h.split("=")
         load[int(k)] += float(s)
     lists = [[] for _ in range(gpus)]
     for it in sorted(items, key=lambda x: -x[0]):

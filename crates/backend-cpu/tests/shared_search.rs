@@ -4,17 +4,12 @@
 //! counterexample holds in float32 inference. Reads `$POLYCERT_BENCH`
 //! (default `../shared/bench` next to the repository) and skips without it.
 
+mod util;
+
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::{Analyzer, Network, Options, Property, SubProblem, Verdict};
-use std::path::PathBuf;
 use std::time::Duration;
-
-fn bench_dir() -> Option<PathBuf> {
-    let d = std::env::var_os("POLYCERT_BENCH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/bench")));
-    d.exists().then_some(d)
-}
+use util::bench_dir;
 
 /// α,β-CROWN's VNN-COMP 2021 answers on mnist-net_256x2 (`true`: unsat, the
 /// property holds), from the competition's published results.

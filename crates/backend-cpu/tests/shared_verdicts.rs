@@ -4,17 +4,12 @@
 //! `../shared/bench` next to the repository) and skips without it.
 //! resnet_4b (minutes on 2 cores) runs only with `POLYCERT_BENCH_ALL=1`.
 
+mod util;
+
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::{Analyzer, Arith, Options, Verdict};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-fn bench_dir() -> Option<PathBuf> {
-    let d = std::env::var_os("POLYCERT_BENCH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/bench")));
-    d.exists().then_some(d)
-}
+use util::bench_dir;
 
 /// `(network stem, property file) → verified` from GPUPoly's reference.
 fn reference(dir: &std::path::Path) -> BTreeMap<(String, String), bool> {

@@ -84,10 +84,10 @@ type Start = (Warm, Option<Arc<Slopes>>);
 /// from, and the last layer whose bounds it shares with its parent.
 pub(crate) struct Leaf<T> {
     pub(crate) sp: SubProblem,
+    /// Its parent's final bounds (a root: the root's). A ReLU child's
+    /// are clamped by its last split only when it is analysed, so
+    /// siblings share them while open.
     prior: Option<Arc<NodeBounds<T>>>,
-    /// Whether `prior` is its parent's, to clamp by its last split when it
-    /// is analysed (siblings share it while open).
-    clamp: bool,
     after: Option<usize>,
     splits: Vec<SplitConstraint>,
     /// Per half-space of `sp`: the β its parent's row ended with.
@@ -111,7 +111,6 @@ impl<T> Leaf<T> {
         Self {
             sp,
             prior: None,
-            clamp: false,
             after: None,
             splits: Vec::new(),
             betas: Vec::new(),
@@ -273,8 +272,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
         let clamped: Vec<Option<NodeBounds<T>>> = leaves
             .iter()
-            .map(|l| match (l.clamp, l.prior.as_deref(), l.splits.last()) {
-                (true, Some(p), Some(c)) => Some(crate::branch::child_bounds(p, c)),
+            .map(|l| match (l.prior.as_deref(), l.splits.last()) {
+                (Some(p), Some(c)) => Some(crate::branch::child_bounds(p, c)),
                 _ => None,
             })
             .collect();
@@ -391,7 +390,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             out.extend(h.into_iter().map(|sp| Leaf {
                 sp,
                 prior: parent.clone(),
-                clamp: false,
                 after: None,
                 splits: Vec::new(),
                 betas: Vec::new(),
@@ -465,9 +463,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         (Some(parent.clone()), Some(s.node), warm.0.clone(), warm.1.clone());
                     let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
                     let sp = (*sp).clone();
-                    let (weakest, clamp) = (f64::NEG_INFINITY, true);
+                    let weakest = f64::NEG_INFINITY;
                     let root = leaves[i].root;
-                    out.push(Leaf { sp, prior, clamp, after, splits, betas, slopes, inter, weakest, pick, root });
+                    out.push(Leaf { sp, prior, after, splits, betas, slopes, inter, weakest, pick, root });
                 }
             }
         }
