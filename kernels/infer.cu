@@ -107,6 +107,15 @@ __device__ void scatter(T* __restrict__ y, const unsigned* __restrict__ idx, con
     if (i < k) y[idx[i]] = v[i];
 }
 
+// y[r·n + j] = x[rows[r]·n + j]: a table of per-slot rows repeated per
+// output row (rows checked by the host).
+template <typename T>
+__device__ void repeat_rows(const T* __restrict__ x, const unsigned* __restrict__ rows, T* __restrict__ y, size_t n,
+                            size_t total) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] = x[(size_t)rows[i / n] * n + i % n];
+}
+
 #define INSTANTIATE_INFER(T, S)                                                                                 \
     extern "C" __global__ void infer_bias_##S(T* y, const T* b, size_t n, size_t total) {                      \
         infer_bias<T>(y, b, n, total);                                                                          \
@@ -147,6 +156,9 @@ __device__ void scatter(T* __restrict__ y, const unsigned* __restrict__ idx, con
     }                                                                                                           \
     extern "C" __global__ void scatter_##S(T* y, const unsigned* idx, const T* v, size_t k) {                  \
         scatter<T>(y, idx, v, k);                                                                               \
+    }                                                                                                           \
+    extern "C" __global__ void repeat_rows_##S(const T* x, const unsigned* rows, T* y, size_t n, size_t total) { \
+        repeat_rows<T>(x, rows, y, n, total);                                                                   \
     }
 
 INSTANTIATE_INFER(float, f32)

@@ -54,6 +54,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     "pw_slope_grad",
     "gather",
     "scatter",
+    "repeat_rows",
     "fpna_order",
     "fpna_partials",
     "fpna_final",

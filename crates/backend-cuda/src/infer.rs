@@ -235,6 +235,20 @@ impl CudaBackend {
         Ok(self.buf(y, base.len))
     }
 
+    pub(crate) fn i_repeat_rows<T: GpuScalar>(&self, x: &GpuBuf<T>, n: usize, rows: &[u32]) -> BResult<GpuBuf<T>> {
+        polycert_deeppoly::check_repeat_rows(x.len, n, rows)?;
+        let total = rows.len() * n;
+        if total == 0 {
+            return Ok(self.buf(self.alloc::<T>(0)?, 0));
+        }
+        let d_rows = self.htod(rows)?;
+        let (y, n64, t64) = (self.alloc_written::<T>(total)?, n as u64, total as u64);
+        let mut l = self.dev.stream.launch_builder(self.dev.func("repeat_rows", T::SUFFIX));
+        l.arg(&x.data).arg(&d_rows).arg(&y).arg(&n64).arg(&t64);
+        unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err("repeat_rows", e))?;
+        Ok(self.buf(y, total))
+    }
+
     /// Records the calls of `f` on this backend's stream as a CUDA graph.
     /// Not with cudarc's cross-stream events (a capture cannot hold them);
     /// a call that cannot be recorded (a sync, a host transfer) ends the

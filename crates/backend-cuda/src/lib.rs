@@ -643,6 +643,15 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.i_scatter(base, idx, vals)
     }
 
+    fn zeros(&self, n: usize) -> BResult<GpuBuf<T>> {
+        Ok(GpuBuf { data: self.alloc(n)?, len: n })
+    }
+
+    fn repeat_rows(&self, x: &GpuBuf<T>, n: usize, rows: &[u32]) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("repeat_rows");
+        self.i_repeat_rows(x, n, rows)
+    }
+
     fn pointwise(&self, op: polycert_deeppoly::Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
         let _span = self.trace.span("pointwise");
         self.i_pointwise(op)

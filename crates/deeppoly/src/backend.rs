@@ -439,6 +439,19 @@ pub trait Backend<T: Fp>: Send + Sync {
         self.upload(&v)
     }
 
+    /// `n` zeros.
+    fn zeros(&self, n: usize) -> BResult<Self::Buf> {
+        self.upload(&vec![T::zero(); n])
+    }
+
+    /// Row `rows[r]` of `x` (rows of `n` values) as row `r` of the result:
+    /// a table kept per slot, repeated for each of the slot's output rows.
+    fn repeat_rows(&self, x: &Self::Buf, n: usize, rows: &[u32]) -> BResult<Self::Buf> {
+        let v = self.download(x)?;
+        check_repeat_rows(v.len(), n, rows)?;
+        self.upload(&rows.iter().flat_map(|&r| &v[r as usize * n..][..n]).copied().collect::<Vec<T>>())
+    }
+
     /// `dst[dst_at..][..len] = src[src_at..][..len]`. Backends that record
     /// graphs copy in place (the default replaces `dst`).
     fn copy_range(
@@ -474,6 +487,16 @@ pub trait Backend<T: Fp>: Send + Sync {
     fn replay(&self, graph: &Self::Graph) -> BResult<()> {
         let _ = graph;
         Err(BackendError::Failure("this backend records no graphs".into()))
+    }
+}
+
+/// That every row `rows` names lies within a buffer of `len` values.
+pub fn check_repeat_rows(len: usize, n: usize, rows: &[u32]) -> BResult<()> {
+    match rows.iter().copied().max() {
+        Some(r) if (r as usize + 1).saturating_mul(n) > len => {
+            Err(BackendError::Failure(format!("repeat_rows: row {r} of {n} values out of a buffer of {len} values")))
+        }
+        _ => Ok(()),
     }
 }
 

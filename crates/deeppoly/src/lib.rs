@@ -43,7 +43,7 @@ mod workers;
 pub use analysis::{AnalysisError, Analyzer, Options, RelaxedOn, Stabilize};
 pub use backend::{
     AffineForward, Arith, BResult, Backend, BackendError, ConvParams, Magnitudes, Pointwise, PoolParams, ReluParams,
-    check_unit_rows, out_of_range, unit_rows,
+    check_repeat_rows, check_unit_rows, out_of_range, unit_rows,
 };
 pub use geom::Geom;
 pub use ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};

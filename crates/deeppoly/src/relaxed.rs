@@ -79,28 +79,54 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             return Ok(None);
         }
         let t = |v: f64| T::from_f64_nearest(v);
-        let (lo, hi) = pair_tables(rows, net.node(0).shape.numel(), |r, lo, hi| {
-            lo.iter_mut().zip(r.bounds[0].0).for_each(|(d, &v)| *d = v);
-            hi.iter_mut().zip(r.bounds[0].1).for_each(|(d, &v)| *d = v);
-        });
-        let input = (be.upload(&lo)?, be.upload(&hi)?);
+        // The rows of one slot (consecutive, on the same bounds and offsets)
+        // share its tables: built and uploaded once per slot, then repeated
+        // per row on the backend.
+        let (mut slots, mut slot_of): (Vec<&RowSpec<'r, T>>, Vec<u32>) = (Vec::new(), Vec::with_capacity(rows.len()));
+        for r in rows {
+            let same =
+                slots.last().is_some_and(|p| std::ptr::eq(p.bounds, r.bounds) && std::ptr::eq(p.offsets, r.offsets));
+            if !same {
+                slots.push(r);
+            }
+            slot_of.push(slots.len() as u32 - 1);
+        }
+        let per_row = |table: B::Buf, n: usize| -> BResult<B::Buf> {
+            if slots.len() == rows.len() { Ok(table) } else { be.repeat_rows(&table, n, &slot_of) }
+        };
+        let up_rows = |(lo, hi): (Vec<T>, Vec<T>), n: usize| -> BResult<(B::Buf, B::Buf)> {
+            Ok((per_row(be.upload(&lo)?, n)?, per_row(be.upload(&hi)?, n)?))
+        };
+        let n_in = net.node(0).shape.numel();
+        let input = up_rows(
+            pair_tables(&slots, n_in, |r, lo, hi| {
+                lo.iter_mut().zip(r.bounds[0].0).for_each(|(d, &v)| *d = v);
+                hi.iter_mut().zip(r.bounds[0].1).for_each(|(d, &v)| *d = v);
+            }),
+            n_in,
+        )?;
         let n_out = net.output_shape().numel();
         let seed: Vec<T> =
             rows.iter().flat_map(|r| (0..n_out).map(|j| t(r.c.get(j).copied().unwrap_or(0.0)))).collect();
         let mut relu = Vec::with_capacity(net.nodes().len());
         let mut offsets = Vec::with_capacity(net.nodes().len());
         for (id, node) in net.nodes().iter().enumerate() {
-            relu.push(if node.op == Op::Relu { Some(Self::lines(be, rows, node.inputs[0], lower)?) } else { None });
-            let known = rows.iter().all(|r| matches!(r.offsets.get(id), Some(Some(_))));
+            relu.push(if node.op == Op::Relu {
+                Some(Self::lines(be, &slots, &slot_of, node.inputs[0], lower, &per_row)?)
+            } else {
+                None
+            });
+            let known = slots.iter().all(|r| matches!(r.offsets.get(id), Some(Some(_))));
+            let n = node.shape.numel();
             offsets.push(if known {
-                let (lo, hi) = pair_tables(rows, node.shape.numel(), |r, lo, hi| {
+                let tables = pair_tables(&slots, n, |r, lo, hi| {
                     if let Some(Some(o)) = r.offsets.get(id) {
                         for ((l, h), &(a, b)) in lo.iter_mut().zip(hi.iter_mut()).zip(o) {
                             (*l, *h) = (t(a), t(b));
                         }
                     }
                 });
-                Some((be.upload(&lo)?, be.upload(&hi)?))
+                Some(up_rows(tables, n)?)
             } else {
                 None
             });
@@ -112,18 +138,26 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
         Ok(Some(Self { an, rows, input, seed: be.upload(&seed)?, relu, offsets, scale, split_nodes }))
     }
 
-    /// The ReLU lines of the node whose input is `x0`, row by row in parallel.
-    fn lines(be: &B, rows: &[RowSpec<'r, T>], x0: NodeId, lower: ReluLower) -> BResult<ReluLines<B::Buf>> {
-        let n = rows.first().map_or(0, |r| r.bounds[x0].0.len());
-        let table = || vec![T::zero(); rows.len() * n];
+    /// The ReLU lines of the node whose input is `x0`: built per slot in
+    /// parallel, repeated per row (`per_row`).
+    fn lines(
+        be: &B,
+        slots: &[&RowSpec<'r, T>],
+        slot_of: &[u32],
+        x0: NodeId,
+        lower: ReluLower,
+        per_row: &impl Fn(B::Buf, usize) -> BResult<B::Buf>,
+    ) -> BResult<ReluLines<B::Buf>> {
+        let n = slots.first().map_or(0, |r| r.bounds[x0].0.len());
+        let table = || vec![T::zero(); slots.len() * n];
         let (mut up, mut icpt, mut lam_lo, mut mask) = (table(), table(), table(), table());
         fn chunks<T: Send>(v: &mut [T], n: usize) -> Vec<&mut [T]> {
             v.par_chunks_mut(n.max(1)).collect()
         }
-        let free: Vec<Vec<u32>> =
+        let free_of_slot: Vec<Vec<u32>> =
             (chunks(&mut up, n), chunks(&mut icpt, n), chunks(&mut lam_lo, n), chunks(&mut mask, n))
                 .into_par_iter()
-                .zip(rows)
+                .zip(slots)
                 .map(|((u, i, l, m), r)| {
                     let (lo, hi) = r.bounds[x0];
                     let mut free = Vec::new();
@@ -138,12 +172,14 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
                     free
                 })
                 .collect();
+        let free: Vec<Vec<u32>> = slot_of.iter().map(|&s| free_of_slot[s as usize].clone()).collect();
         let free_at = free.iter().enumerate().flat_map(|(r, f)| f.iter().map(move |&j| (r * n) as u32 + j)).collect();
+        let up_row = |v: Vec<T>| -> BResult<B::Buf> { per_row(be.upload(&v)?, n) };
         Ok(ReluLines {
-            up: be.upload(&up)?,
-            icpt: be.upload(&icpt)?,
-            free_mask: be.upload(&mask)?,
-            lam_lo: be.upload(&lam_lo)?,
+            up: up_row(up)?,
+            icpt: up_row(icpt)?,
+            free_mask: up_row(mask)?,
+            lam_lo: up_row(lam_lo)?,
             free,
             free_at,
         })
@@ -182,15 +218,21 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
         let mut coef: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
         for &k in &self.split_nodes {
             let n = nodes[k].shape.numel();
-            let mut v = vec![T::zero(); r_n * n];
-            v.par_chunks_mut(n.max(1)).zip(self.rows.par_iter().zip(beta)).for_each(|(v, (row, b))| {
+            // Only the split neurons are nonzero: a sparse upload.
+            let mut at: Vec<(u32, f64)> = Vec::new();
+            for (r, (row, b)) in self.rows.iter().zip(beta).enumerate() {
                 for (s, &bk) in row.splits.iter().zip(b.iter()).filter(|(s, _)| s.node == k) {
                     let sign = if s.active { 1.0 } else { -1.0 };
-                    let at = &mut v[s.neuron];
-                    *at = T::from_f64_nearest(at.to_f64_exact() - bk * sign);
+                    at.push(((r * n + s.neuron) as u32, -bk * sign));
                 }
-            });
-            coef[k] = Some(be.upload(&v)?);
+            }
+            at.sort_by_key(|a| a.0);
+            let (mut idx, mut vals): (Vec<u32>, Vec<T>) = (Vec::with_capacity(at.len()), Vec::with_capacity(at.len()));
+            for (i, group) in at.chunk_by(|a, b| a.0 == b.0).map(|g| (g[0].0, g)) {
+                idx.push(i);
+                vals.push(T::from_f64_nearest(group.iter().map(|a| a.1).sum()));
+            }
+            coef[k] = Some(be.scatter(&be.zeros(r_n * n)?, &idx, &vals)?);
         }
         let acc = |coef: &mut Vec<Option<B::Buf>>, k: NodeId, g: B::Buf| -> BResult<()> {
             coef[k] = Some(match coef[k].take() {
@@ -230,7 +272,7 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             coef[id] = Some(g);
         }
         // A node no row's bound reaches has coefficients 0.
-        let zero_of = |id: NodeId| be.upload(&vec![T::zero(); r_n * nodes[id].shape.numel()]);
+        let zero_of = |id: NodeId| be.zeros(r_n * nodes[id].shape.numel());
         for (id, c) in coef.iter_mut().enumerate() {
             if c.is_none() {
                 *c = Some(zero_of(id)?);

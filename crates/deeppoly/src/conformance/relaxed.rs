@@ -128,7 +128,8 @@ pub fn relaxed_bound_matches_host<B: Backend<T>, T: Fp>(be: &B) {
 /// Sparse transfers (`relaxed.rs`'s free slopes) are exact: `gather` reads
 /// the indexed values, `scatter` writes into a copy and leaves its base as
 /// it was; an index past the end, or values and indices of different
-/// lengths, are errors.
+/// lengths, are errors. `repeat_rows` repeats a per-slot table's rows per
+/// output row, and `zeros` is zeros.
 pub fn gather_and_scatter<B: Backend<T>, T: Fp>(be: &B) {
     let base: Vec<T> = (0..1000).map(|i| T::from_f64_nearest(i as f64 * 0.5 - 7.0)).collect();
     let buf = be.upload(&base).expect("upload");
@@ -148,4 +149,10 @@ pub fn gather_and_scatter<B: Backend<T>, T: Fp>(be: &B) {
     assert!(be.gather(&buf, &[1000]).is_err(), "gather past the end");
     assert!(be.scatter(&buf, &[1000], &vals[..1]).is_err(), "scatter past the end");
     assert!(be.scatter(&buf, &[1, 2], &vals[..1]).is_err(), "one value for two indices");
+    let rows = [3u32, 3, 0, 99];
+    let want: Vec<T> = rows.iter().flat_map(|&r| base[r as usize * 10..][..10].to_vec()).collect();
+    assert_eq!(be.download(&be.repeat_rows(&buf, 10, &rows).expect("repeat_rows")).expect("download"), want);
+    assert!(be.download(&be.repeat_rows(&buf, 10, &[]).expect("no rows")).expect("download").is_empty());
+    assert!(be.repeat_rows(&buf, 10, &[100]).is_err(), "a row past the end");
+    assert_eq!(be.download(&be.zeros(37).expect("zeros")).expect("download"), vec![T::zero(); 37]);
 }
