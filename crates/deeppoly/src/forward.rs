@@ -59,11 +59,24 @@ pub(crate) enum Step<Buf> {
     },
 }
 
-/// The inference's rounding bound for `ops` operations on values up to
-/// `mag`, or `+inf` when they could overflow the network's format.
-fn rounding_or_overflow(model: polycert_interval::FloatModel, ops: usize, mag: f64) -> f64 {
-    let e = model.rounding_error_bound(ops, mag);
-    if fp::add_up(mag, e) < model.overflow_threshold() { e } else { f64::INFINITY }
+/// The inference's rounding bound for `ops` operations on values up to a
+/// magnitude, or `+inf` when they could overflow the network's format; its
+/// constants computed once per layer.
+#[derive(Clone, Copy)]
+struct RoundingOrOverflow {
+    err: polycert_interval::ErrorBound,
+    limit: f64,
+}
+
+impl RoundingOrOverflow {
+    fn new(model: polycert_interval::FloatModel, ops: usize) -> Self {
+        Self { err: model.error_bound(ops), limit: model.overflow_threshold() }
+    }
+
+    fn of(self, mag: f64) -> f64 {
+        let e = self.err.of(mag);
+        if fp::add_up(mag, e) < self.limit { e } else { f64::INFINITY }
+    }
 }
 
 /// Bounds and backsubstitution data of one node.
@@ -219,9 +232,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<&'s (B::Buf, Vec<f64>), AnalysisError> {
         if st.abs[id].is_none() {
             let b = &st.bounds[id];
-            let r: Vec<T> = b.lo.iter().zip(&b.hi).map(|(l, h)| l.abs().max(h.abs())).collect();
+            let r: Vec<T> = b.lo.par_iter().zip(&b.hi).with_min_len(4096).map(|(l, h)| l.abs().max(h.abs())).collect();
             let n = self.net.node(id).shape.numel().max(1);
-            let l1 = r.chunks(n).map(|s| s.iter().fold(0.0, |a, v| fp::add_up(a, v.to_f64_exact()))).collect();
+            let l1 = r.par_chunks(n).map(|s| s.iter().fold(0.0, |a, v| fp::add_up(a, v.to_f64_exact()))).collect();
             st.abs[id] = Some((self.backend.upload(&r)?, l1));
         }
         Ok(st.abs[id].as_ref().expect("computed"))
@@ -356,8 +369,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             (Op::Relu, _) => {
                 let x = &st.bounds[x0];
-                let lo = x.lo.iter().map(|&v| v.max(T::zero())).collect();
-                let hi = x.hi.iter().map(|&v| v.max(T::zero())).collect();
+                let lo = x.lo.par_iter().with_min_len(4096).map(|&v| v.max(T::zero())).collect();
+                let hi = x.hi.par_iter().with_min_len(4096).map(|&v| v.max(T::zero())).collect();
                 (host(lo, hi), self.relu_step(x)?)
             }
             (Op::Sigmoid, _) => self.sigmoid_step(&st.bounds[x0])?,
@@ -402,10 +415,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let n = slo.len();
                 let (mut lo, mut hi, mut el, mut eh) =
                     (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
+                let bound = RoundingOrOverflow::new(model, 1);
                 for i in 0..n {
                     let s = polycert_interval::Interval::new_unchecked(slo[i].to_f64_exact(), shi[i].to_f64_exact());
                     let y = s * inv;
-                    let e = rounding_or_overflow(model, 1, y.mag());
+                    let e = bound.of(y.mag());
                     lo[i] = fp::from_f64_down(fp::sub_down(y.lo(), e));
                     hi[i] = fp::from_f64_up(fp::add_up(y.hi(), e));
                     eh[i] = fp::from_f64_up(e);
@@ -427,11 +441,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             (Op::Add, _) => {
                 let (a, b) = (&st.bounds[x0], &st.bounds[node.inputs[1]]);
                 let n = a.lo.len();
+                let bound = RoundingOrOverflow::new(model, 1);
                 let [lo, hi, elo, ehi] = par_columns(n, |i| {
                     let l = fp::add_down(a.lo[i].to_f64_exact(), b.lo[i].to_f64_exact());
                     let h = fp::add_up(a.hi[i].to_f64_exact(), b.hi[i].to_f64_exact());
                     // One rounding: |fl(a+b) − (a+b)| ≤ u·|a+b| (+ nothing: sums of floats do not underflow inexactly).
-                    let e = rounding_or_overflow(model, 1, l.abs().max(h.abs()));
+                    let e = bound.of(l.abs().max(h.abs()));
                     let eh: T = fp::from_f64_up(e);
                     [fp::from_f64_down(fp::sub_down(l, e)), fp::from_f64_up(fp::add_up(h, e)), -eh, eh]
                 });
@@ -449,13 +464,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let hw = node.shape.h * node.shape.w;
                 let per = node.shape.numel().max(1);
                 let n = x.lo.len();
-                let ops = *float_ops as usize;
+                let bound = RoundingOrOverflow::new(model, *float_ops as usize);
                 let [lo, hi, ml, mh, cl, ch] = par_columns(n, |i| {
                     let (m, c) = (mul[(i % per) / hw], add[(i % per) / hw]);
                     let xi = polycert_interval::Interval::new_unchecked(x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
                     let y = xi.mul(m) + c;
                     let mag = fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag());
-                    let e = rounding_or_overflow(model, ops, mag);
+                    let e = bound.of(mag);
                     [
                         fp::from_f64_down(fp::sub_down(y.lo(), e)),
                         fp::from_f64_up(fp::add_up(y.hi(), e)),
@@ -482,7 +497,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 /// result in the `k`-th): the per-neuron loops of the forward pass.
 fn par_columns<T: Fp, const K: usize>(n: usize, f: impl Fn(usize) -> [T; K] + Sync) -> [Vec<T>; K] {
     let rows: Vec<[T; K]> = (0..n).into_par_iter().with_min_len(4096).map(&f).collect();
-    std::array::from_fn(|k| rows.iter().map(|r| r[k]).collect())
+    std::array::from_fn(|k| rows.par_iter().with_min_len(4096).map(|r| r[k]).collect())
 }
 
 /// Intersects every slot's `n` values of `b` with `[lo, hi]` (per slot,

@@ -65,11 +65,32 @@ impl FloatModel {
     /// summation order, with or without FMA, given an upper bound
     /// `abs_sum ≥ Σ|w_i·x_i| + |b|` over `n` terms (the bias counts as one).
     pub fn rounding_error_bound(self, n: usize, abs_sum: f64) -> f64 {
+        self.error_bound(n).of(abs_sum)
+    }
+
+    /// [`FloatModel::rounding_error_bound`] for `n` terms, its constants
+    /// computed once (for a loop over many sums of `n` terms).
+    pub fn error_bound(self, n: usize) -> ErrorBound {
         if self.unit_roundoff == 0.0 {
-            return 0.0;
+            return ErrorBound { g: 0.0, tiny: 0.0, exact: true };
         }
-        let g = self.gamma(n);
-        fp::add_up(fp::mul_up(g, abs_sum), fp::mul_up((n + 1) as f64, self.min_subnormal))
+        ErrorBound { g: self.gamma(n), tiny: fp::mul_up((n + 1) as f64, self.min_subnormal), exact: false }
+    }
+}
+
+/// The rounding error bound of sums of a fixed number of terms
+/// ([`FloatModel::error_bound`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorBound {
+    g: f64,
+    tiny: f64,
+    exact: bool,
+}
+
+impl ErrorBound {
+    /// The bound for a magnitude sum `abs_sum`.
+    pub fn of(self, abs_sum: f64) -> f64 {
+        if self.exact { 0.0 } else { fp::add_up(fp::mul_up(self.g, abs_sum), self.tiny) }
     }
 }
 

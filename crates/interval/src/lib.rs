@@ -13,6 +13,6 @@ pub mod fp;
 pub mod interval;
 pub mod kernels;
 
-pub use dot::{DotAcc, FloatModel, Widening, dot, dot_scalar, fp_dot_enclosure};
+pub use dot::{DotAcc, ErrorBound, FloatModel, Widening, dot, dot_scalar, fp_dot_enclosure};
 pub use fp::Fp;
 pub use interval::{Interval, IntervalError};
