@@ -220,6 +220,34 @@ impl CudaBackend {
         self.dtoh(&y, idx.len())
     }
 
+    /// Every part's indices up in one transfer, one gather kernel per part
+    /// into one buffer, and that buffer down in one transfer.
+    pub(crate) fn i_gather_many<T: GpuScalar>(&self, parts: &[(&GpuBuf<T>, &[u32])]) -> BResult<Vec<Vec<T>>> {
+        for (x, idx) in parts {
+            Self::check_indices("gather", idx, x.len)?;
+        }
+        let total: usize = parts.iter().map(|p| p.1.len()).sum();
+        if total == 0 {
+            return Ok(parts.iter().map(|_| Vec::new()).collect());
+        }
+        let all: Vec<u32> = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
+        let d_idx = self.htod(&all)?;
+        let mut y = self.alloc_written::<T>(total)?;
+        let mut at = 0;
+        for (x, idx) in parts {
+            let k = idx.len();
+            if k > 0 {
+                let (src, mut dst, k64) = (d_idx.slice(at..at + k), y.slice_mut(at..at + k), k as u64);
+                let mut l = self.dev.stream.launch_builder(self.dev.func("gather", T::SUFFIX));
+                l.arg(&x.data).arg(&src).arg(&mut dst).arg(&k64);
+                unsafe { l.launch(grid_for(k)) }.map_err(|e| driver_err("gather", e))?;
+            }
+            at += k;
+        }
+        let mut flat = self.dtoh(&y, total)?.into_iter();
+        Ok(parts.iter().map(|p| flat.by_ref().take(p.1.len()).collect()).collect())
+    }
+
     pub(crate) fn i_scatter<T: GpuScalar>(&self, base: &GpuBuf<T>, idx: &[u32], vals: &[T]) -> BResult<GpuBuf<T>> {
         if idx.len() != vals.len() {
             return Err(failure(format!("scatter: {} indices for {} values", idx.len(), vals.len())));
@@ -247,6 +275,35 @@ impl CudaBackend {
         l.arg(&x.data).arg(&d_rows).arg(&y).arg(&n64).arg(&t64);
         unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err("repeat_rows", e))?;
         Ok(self.buf(y, total))
+    }
+
+    /// Every part's indices and values up in one transfer each, then per
+    /// part a copy of its base and one scatter kernel.
+    pub(crate) fn i_scatter_many<T: GpuScalar>(&self, parts: &[(&GpuBuf<T>, &[u32], &[T])]) -> BResult<Vec<GpuBuf<T>>> {
+        for (base, idx, vals) in parts {
+            if idx.len() != vals.len() {
+                return Err(failure(format!("scatter: {} indices for {} values", idx.len(), vals.len())));
+            }
+            Self::check_indices("scatter", idx, base.len)?;
+        }
+        let all_idx: Vec<u32> = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
+        let all_vals: Vec<T> = parts.iter().flat_map(|p| p.2.iter().copied()).collect();
+        let dev = if all_idx.is_empty() { None } else { Some((self.htod(&all_idx)?, self.htod(&all_vals)?)) };
+        let mut out = Vec::with_capacity(parts.len());
+        let mut at = 0;
+        for (base, idx, _) in parts {
+            let mut y = self.dev.stream.clone_dtod(&base.data).map_err(|e| driver_err("scatter", e))?;
+            let k = idx.len();
+            if let (Some((d_idx, d_v)), true) = (&dev, k > 0) {
+                let (i, v, k64) = (d_idx.slice(at..at + k), d_v.slice(at..at + k), k as u64);
+                let mut l = self.dev.stream.launch_builder(self.dev.func("scatter", T::SUFFIX));
+                l.arg(&mut y).arg(&i).arg(&v).arg(&k64);
+                unsafe { l.launch(grid_for(k)) }.map_err(|e| driver_err("scatter", e))?;
+            }
+            at += k;
+            out.push(self.buf(y, base.len));
+        }
+        Ok(out)
     }
 
     /// Records the calls of `f` on this backend's stream as a CUDA graph.

@@ -638,9 +638,19 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.i_gather(x, idx)
     }
 
+    fn gather_many(&self, parts: &[(&GpuBuf<T>, &[u32])]) -> BResult<Vec<Vec<T>>> {
+        let _span = self.trace.span("gather");
+        self.i_gather_many(parts)
+    }
+
     fn scatter(&self, base: &GpuBuf<T>, idx: &[u32], vals: &[T]) -> BResult<GpuBuf<T>> {
         let _span = self.trace.span("scatter");
         self.i_scatter(base, idx, vals)
+    }
+
+    fn scatter_many(&self, parts: &[(&GpuBuf<T>, &[u32], &[T])]) -> BResult<Vec<GpuBuf<T>>> {
+        let _span = self.trace.span("scatter");
+        self.i_scatter_many(parts)
     }
 
     fn zeros(&self, n: usize) -> BResult<GpuBuf<T>> {

@@ -426,6 +426,11 @@ pub trait Backend<T: Fp>: Send + Sync {
         idx.iter().map(|&i| v.get(i as usize).copied().ok_or_else(|| out_of_range("gather", i, v.len()))).collect()
     }
 
+    /// Several gathers (`parts[k] = (x, idx)`) in one transfer.
+    fn gather_many(&self, parts: &[(&Self::Buf, &[u32])]) -> BResult<Vec<Vec<T>>> {
+        parts.iter().map(|(x, idx)| self.gather(x, idx)).collect()
+    }
+
     /// A copy of `base` with `vals[k]` at `idx[k]`: a sparse upload.
     fn scatter(&self, base: &Self::Buf, idx: &[u32], vals: &[T]) -> BResult<Self::Buf> {
         if idx.len() != vals.len() {
@@ -450,6 +455,11 @@ pub trait Backend<T: Fp>: Send + Sync {
         let v = self.download(x)?;
         check_repeat_rows(v.len(), n, rows)?;
         self.upload(&rows.iter().flat_map(|&r| &v[r as usize * n..][..n]).copied().collect::<Vec<T>>())
+    }
+
+    /// Several scatters (`parts[k] = (base, idx, vals)`) in one transfer.
+    fn scatter_many(&self, parts: &[(&Self::Buf, &[u32], &[T])]) -> BResult<Vec<Self::Buf>> {
+        parts.iter().map(|(b, i, v)| self.scatter(b, i, v)).collect()
     }
 
     /// `dst[dst_at..][..len] = src[src_at..][..len]`. Backends that record

@@ -192,33 +192,29 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
         let (net, be, r_n) = (self.an.net, self.an.backend, self.rows.len());
         let nodes = net.nodes();
         let passes = crate::profile::span("relaxed.passes");
-        // Lower slopes: the slot's α where free, else the relaxation's.
-        let mut lo_tab: Vec<Option<B::Buf>> = Vec::with_capacity(nodes.len());
+        // Sparse uploads, all in one: per ReLU, its lower slopes (the slot's
+        // α where free, else the relaxation's); per split node, its
+        // coefficients, nonzero (−β·s) at the split neurons only.
+        let mut jobs: Vec<(NodeId, Vec<u32>, Vec<T>)> = Vec::new();
         for (id, lines) in self.relu.iter().enumerate() {
-            lo_tab.push(match lines {
-                Some(l) => {
-                    let n = nodes[id].shape.numel();
-                    // Rows without slopes of their own keep the relaxation's.
-                    let (mut idx, mut vals) = (Vec::new(), Vec::new());
-                    let mut at = 0;
-                    for (free, a) in l.free.iter().zip(alpha) {
-                        let mine = &l.free_at[at..at + free.len()];
-                        at += free.len();
-                        if let Some(a) = a.and_then(|a| a.get(id)).filter(|a| a.len() == n) {
-                            idx.extend_from_slice(mine);
-                            vals.extend(free.iter().map(|&j| T::from_f64_nearest(a[j as usize])));
-                        }
-                    }
-                    Some(be.scatter(&l.lam_lo, &idx, &vals)?)
+            let Some(l) = lines else { continue };
+            let n = nodes[id].shape.numel();
+            // Rows without slopes of their own keep the relaxation's.
+            let (mut idx, mut vals) = (Vec::new(), Vec::new());
+            let mut at = 0;
+            for (free, a) in l.free.iter().zip(alpha) {
+                let mine = &l.free_at[at..at + free.len()];
+                at += free.len();
+                if let Some(a) = a.and_then(|a| a.get(id)).filter(|a| a.len() == n) {
+                    idx.extend_from_slice(mine);
+                    vals.extend(free.iter().map(|&j| T::from_f64_nearest(a[j as usize])));
                 }
-                None => None,
-            });
+            }
+            jobs.push((id, idx, vals));
         }
-        // Backward: coefficients per node, split neurons starting at −β·s.
-        let mut coef: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
+        let mut zero_bases = Vec::with_capacity(self.split_nodes.len());
         for &k in &self.split_nodes {
             let n = nodes[k].shape.numel();
-            // Only the split neurons are nonzero: a sparse upload.
             let mut at: Vec<(u32, f64)> = Vec::new();
             for (r, (row, b)) in self.rows.iter().zip(beta).enumerate() {
                 for (s, &bk) in row.splits.iter().zip(b.iter()).filter(|(s, _)| s.node == k) {
@@ -232,7 +228,22 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
                 idx.push(i);
                 vals.push(T::from_f64_nearest(group.iter().map(|a| a.1).sum()));
             }
-            coef[k] = Some(be.scatter(&be.zeros(r_n * n)?, &idx, &vals)?);
+            zero_bases.push(be.zeros(r_n * n)?);
+            jobs.push((k, idx, vals));
+        }
+        let n_relu = jobs.len() - self.split_nodes.len();
+        let bases = jobs.iter().enumerate().map(|(j, (id, _, _))| {
+            if j < n_relu { &self.relu[*id].as_ref().expect("lines").lam_lo } else { &zero_bases[j - n_relu] }
+        });
+        let parts: Vec<(&B::Buf, &[u32], &[T])> = bases.zip(&jobs).map(|(b, (_, i, v))| (b, &i[..], &v[..])).collect();
+        let mut lo_tab: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
+        let mut coef: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
+        for (j, (buf, (id, _, _))) in be.scatter_many(&parts)?.into_iter().zip(&jobs).enumerate() {
+            if j < n_relu {
+                lo_tab[*id] = Some(buf);
+            } else {
+                coef[*id] = Some(buf);
+            }
         }
         let acc = |coef: &mut Vec<Option<B::Buf>>, k: NodeId, g: B::Buf| -> BResult<()> {
             coef[k] = Some(match coef[k].take() {
@@ -328,41 +339,59 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
     ) -> BResult<Vec<Eval>> {
         let (net, be) = (self.an.net, self.an.backend);
         let nodes = net.nodes();
-        let host =
-            |b: &B::Buf| -> BResult<Vec<f64>> { Ok(be.download(b)?.par_iter().map(|v| v.to_f64_exact()).collect()) };
-        let y = host(value(net, z, net.output()))?;
         let n_out = net.output_shape().numel();
-        // The split neurons' values, row by row in the order of its splits.
-        let mut zs: Vec<Vec<f64>> = self.rows.iter().map(|r| vec![0.0; r.splits.len()]).collect();
+        // Everything comes down in one transfer: the outputs, the split
+        // neurons' values (row by row in the order of its splits) and
+        // ∂L/∂α_j = a_j·x_j where the row's lower slope j is free and used,
+        // at the free slopes only.
+        let out = value(net, z, net.output());
+        let all_out: Vec<u32> = (0..(self.rows.len() * n_out) as u32).collect();
+        let mut parts: Vec<(&B::Buf, Vec<u32>)> = vec![(out, all_out)];
+        let at = |k: NodeId, r: usize| self.rows[r].splits.iter().enumerate().filter(move |(_, s)| s.node == k);
         for &k in &self.split_nodes {
             let n = nodes[k].shape.numel();
-            let at = |r: usize| self.rows[r].splits.iter().enumerate().filter(move |(_, s)| s.node == k);
-            let idx: Vec<u32> =
-                (0..self.rows.len()).flat_map(|r| at(r).map(move |(_, s)| (r * n + s.neuron) as u32)).collect();
-            let mut got = be.gather(value(net, z, k), &idx)?.into_iter();
-            for (r, zr) in zs.iter_mut().enumerate() {
-                for (i, _) in at(r) {
-                    zr[i] = got.next().map_or(0.0, |v| v.to_f64_exact());
-                }
-            }
+            let idx =
+                (0..self.rows.len()).flat_map(|r| at(k, r).map(move |(_, s)| (r * n + s.neuron) as u32)).collect();
+            parts.push((value(net, z, k), idx));
         }
-        // ∂L/∂α_j = a_j·x_j where the row's lower slope j is free and used,
-        // gathered at the free slopes only.
-        let mut grads: Vec<Vec<f64>> = vec![Vec::new(); self.rows.len()];
-        if alpha.iter().any(Option::is_some) {
+        let want_alpha = alpha.iter().any(Option::is_some);
+        let slope_grads: Vec<(usize, B::Buf)> = if want_alpha {
+            let mut v = Vec::new();
             for (id, lines) in self.relu.iter().enumerate() {
                 let Some(l) = lines else { continue };
                 let x = value(net, z, nodes[id].inputs[0]);
-                let g = be
-                    .gather(&be.pointwise(Pointwise::SlopeGrad { g: &coef[id], x, free: &l.free_mask })?, &l.free_at)?;
-                let mut g = g.into_iter();
-                for ((grad, free), a) in grads.iter_mut().zip(&l.free).zip(alpha) {
-                    let mine = g.by_ref().take(free.len()).map(|v| v.to_f64_exact());
-                    if a.is_some() {
-                        grad.extend(mine);
-                    } else {
-                        mine.for_each(drop);
-                    }
+                v.push((id, be.pointwise(Pointwise::SlopeGrad { g: &coef[id], x, free: &l.free_mask })?));
+            }
+            v
+        } else {
+            Vec::new()
+        };
+        for (id, g) in &slope_grads {
+            parts.push((g, self.relu[*id].as_ref().expect("lines").free_at.clone()));
+        }
+        let refs: Vec<(&B::Buf, &[u32])> = parts.iter().map(|(b, i)| (*b, &i[..])).collect();
+        let mut got = be.gather_many(&refs)?.into_iter();
+        let f64s = |v: Vec<T>| -> Vec<f64> { v.into_iter().map(|x| x.to_f64_exact()).collect() };
+        let y = f64s(got.next().unwrap_or_default());
+        let mut zs: Vec<Vec<f64>> = self.rows.iter().map(|r| vec![0.0; r.splits.len()]).collect();
+        for &k in &self.split_nodes {
+            let mut g = got.next().unwrap_or_default().into_iter();
+            for (r, zr) in zs.iter_mut().enumerate() {
+                for (i, _) in at(k, r) {
+                    zr[i] = g.next().map_or(0.0, |v| v.to_f64_exact());
+                }
+            }
+        }
+        let mut grads: Vec<Vec<f64>> = vec![Vec::new(); self.rows.len()];
+        for (id, _) in &slope_grads {
+            let l = self.relu[*id].as_ref().expect("lines");
+            let mut g = got.next().unwrap_or_default().into_iter();
+            for ((grad, free), a) in grads.iter_mut().zip(&l.free).zip(alpha) {
+                let mine = g.by_ref().take(free.len()).map(|v| v.to_f64_exact());
+                if a.is_some() {
+                    grad.extend(mine);
+                } else {
+                    mine.for_each(drop);
                 }
             }
         }

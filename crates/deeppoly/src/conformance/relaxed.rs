@@ -128,7 +128,7 @@ pub fn relaxed_bound_matches_host<B: Backend<T>, T: Fp>(be: &B) {
 /// Sparse transfers (`relaxed.rs`'s free slopes) are exact: `gather` reads
 /// the indexed values, `scatter` writes into a copy and leaves its base as
 /// it was; an index past the end, or values and indices of different
-/// lengths, are errors. `repeat_rows` repeats a per-slot table's rows per
+/// lengths, are errors; `gather_many` and `scatter_many` are several at once. `repeat_rows` repeats a per-slot table's rows per
 /// output row, and `zeros` is zeros.
 pub fn gather_and_scatter<B: Backend<T>, T: Fp>(be: &B) {
     let base: Vec<T> = (0..1000).map(|i| T::from_f64_nearest(i as f64 * 0.5 - 7.0)).collect();
@@ -150,9 +150,21 @@ pub fn gather_and_scatter<B: Backend<T>, T: Fp>(be: &B) {
     assert!(be.scatter(&buf, &[1000], &vals[..1]).is_err(), "scatter past the end");
     assert!(be.scatter(&buf, &[1, 2], &vals[..1]).is_err(), "one value for two indices");
     let rows = [3u32, 3, 0, 99];
-    let want: Vec<T> = rows.iter().flat_map(|&r| base[r as usize * 10..][..10].to_vec()).collect();
-    assert_eq!(be.download(&be.repeat_rows(&buf, 10, &rows).expect("repeat_rows")).expect("download"), want);
+    let repeated: Vec<T> = rows.iter().flat_map(|&r| base[r as usize * 10..][..10].to_vec()).collect();
+    assert_eq!(be.download(&be.repeat_rows(&buf, 10, &rows).expect("repeat_rows")).expect("download"), repeated);
     assert!(be.download(&be.repeat_rows(&buf, 10, &[]).expect("no rows")).expect("download").is_empty());
     assert!(be.repeat_rows(&buf, 10, &[100]).is_err(), "a row past the end");
     assert_eq!(be.download(&be.zeros(37).expect("zeros")).expect("download"), vec![T::zero(); 37]);
+    let other = be.upload(&vals).expect("upload");
+    let many = be.gather_many(&[(&buf, &idx[..]), (&other, &[][..]), (&other, &[3, 0][..])]).expect("gather_many");
+    assert_eq!(many, vec![got, Vec::new(), vec![vals[3], vals[0]]]);
+    assert!(be.gather_many(&[(&buf, &[0][..]), (&other, &[4][..])]).is_err(), "gather_many past the end");
+    let two = [T::one(), T::zero()];
+    let sm =
+        be.scatter_many(&[(&buf, &idx[..], &vals[..]), (&other, &[][..], &[][..]), (&other, &[1, 2][..], &two[..])]);
+    let sm: Vec<Vec<T>> = sm.expect("scatter_many").iter().map(|b| be.download(b).expect("download")).collect();
+    assert_eq!(sm, vec![want, vals.clone(), vec![vals[0], T::one(), T::zero(), vals[3]]]);
+    assert_eq!(be.download(&other).expect("download"), vals, "the bases are unchanged");
+    assert!(be.scatter_many(&[(&other, &[4][..], &two[..1])]).is_err(), "scatter_many past the end");
+    assert!(be.scatter_many(&[(&other, &[1, 2][..], &two[..1])]).is_err(), "one value for two indices");
 }
