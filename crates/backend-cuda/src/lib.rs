@@ -335,10 +335,13 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.budget.unwrap_or_else(|| self.dev.free_memory() / 3)
     }
 
-    /// Four: a ReLU search's rounds are host work for the most part (the
-    /// GPU was busy 7-9% of a round on an H100), so other workers' rounds
-    /// run in one's gaps. On an H100, with the α/β rows on the GPU, 60 s of
-    /// resnet_4b prop_8 proved 23,396 / 27,735 leaves with 3 / 4 workers.
+    /// Four: a ReLU search's rounds are host work for the most part (with 4
+    /// workers the GPU was busy 28% of the time on an H100), so other
+    /// workers' rounds run in one's gaps. On an H100 with 16 cores, 60 s of
+    /// resnet_4b prop_8 proved 25,369 / 31,712 / 29,918 leaves with 4 / 8 /
+    /// 12 workers, but with 8, 256x4 prop_7_0.03 timed out at 300 s after
+    /// 790,568 leaves, where 4 (an older build) had proved it in 291 s with
+    /// 541,683: the search's tree grew (one run each).
     fn search_workers(&self) -> usize {
         4
     }
