@@ -43,6 +43,11 @@ struct ReluLines<Buf> {
     free_at: Vec<u32>,
 }
 
+/// One sparse upload of an evaluation: the node, its own base (zeros for a
+/// split node; none for a ReLU, whose base is its relaxation's lower slopes),
+/// the indices and the values.
+type SparseJob<Buf, T> = (NodeId, Option<Buf>, Vec<u32>, Vec<T>);
+
 /// What stays fixed across a search's evaluations: the rows' tables on the
 /// backend.
 pub(crate) struct RelaxedRows<'r, 'a, B: Backend<T>, T: Fp> {
@@ -195,7 +200,7 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
         // Sparse uploads, all in one: per ReLU, its lower slopes (the slot's
         // α where free, else the relaxation's); per split node, its
         // coefficients, nonzero (−β·s) at the split neurons only.
-        let mut jobs: Vec<(NodeId, Vec<u32>, Vec<T>)> = Vec::new();
+        let mut jobs: Vec<SparseJob<B::Buf, T>> = Vec::new();
         for (id, lines) in self.relu.iter().enumerate() {
             let Some(l) = lines else { continue };
             let n = nodes[id].shape.numel();
@@ -210,9 +215,8 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
                     vals.extend(free.iter().map(|&j| T::from_f64_nearest(a[j as usize])));
                 }
             }
-            jobs.push((id, idx, vals));
+            jobs.push((id, None, idx, vals));
         }
-        let mut zero_bases = Vec::with_capacity(self.split_nodes.len());
         for &k in &self.split_nodes {
             let n = nodes[k].shape.numel();
             let mut at: Vec<(u32, f64)> = Vec::new();
@@ -228,22 +232,18 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
                 idx.push(i);
                 vals.push(T::from_f64_nearest(group.iter().map(|a| a.1).sum()));
             }
-            zero_bases.push(be.zeros(r_n * n)?);
-            jobs.push((k, idx, vals));
+            jobs.push((k, Some(be.zeros(r_n * n)?), idx, vals));
         }
-        let n_relu = jobs.len() - self.split_nodes.len();
-        let bases = jobs.iter().enumerate().map(|(j, (id, _, _))| {
-            if j < n_relu { &self.relu[*id].as_ref().expect("lines").lam_lo } else { &zero_bases[j - n_relu] }
-        });
-        let parts: Vec<(&B::Buf, &[u32], &[T])> = bases.zip(&jobs).map(|(b, (_, i, v))| (b, &i[..], &v[..])).collect();
+        let parts: Vec<(&B::Buf, &[u32], &[T])> = jobs
+            .iter()
+            .map(|(id, own, i, v)| {
+                (own.as_ref().unwrap_or_else(|| &self.relu[*id].as_ref().expect("lines").lam_lo), &i[..], &v[..])
+            })
+            .collect();
         let mut lo_tab: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
         let mut coef: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
-        for (j, (buf, (id, _, _))) in be.scatter_many(&parts)?.into_iter().zip(&jobs).enumerate() {
-            if j < n_relu {
-                lo_tab[*id] = Some(buf);
-            } else {
-                coef[*id] = Some(buf);
-            }
+        for (buf, (id, own, _, _)) in be.scatter_many(&parts)?.into_iter().zip(&jobs) {
+            if own.is_none() { lo_tab[*id] = Some(buf) } else { coef[*id] = Some(buf) }
         }
         let acc = |coef: &mut Vec<Option<B::Buf>>, k: NodeId, g: B::Buf| -> BResult<()> {
             coef[k] = Some(match coef[k].take() {

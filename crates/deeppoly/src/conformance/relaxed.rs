@@ -128,8 +128,9 @@ pub fn relaxed_bound_matches_host<B: Backend<T>, T: Fp>(be: &B) {
 /// Sparse transfers (`relaxed.rs`'s free slopes) are exact: `gather` reads
 /// the indexed values, `scatter` writes into a copy and leaves its base as
 /// it was; an index past the end, or values and indices of different
-/// lengths, are errors; `gather_many` and `scatter_many` are several at once. `repeat_rows` repeats a per-slot table's rows per
-/// output row, and `zeros` is zeros.
+/// lengths, are errors; `gather_many` and `scatter_many` are several at
+/// once. `repeat_rows` repeats a per-slot table's rows per output row, and
+/// `zeros` is zeros.
 pub fn gather_and_scatter<B: Backend<T>, T: Fp>(be: &B) {
     let base: Vec<T> = (0..1000).map(|i| T::from_f64_nearest(i as f64 * 0.5 - 7.0)).collect();
     let buf = be.upload(&base).expect("upload");
