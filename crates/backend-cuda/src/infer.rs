@@ -207,19 +207,6 @@ impl CudaBackend {
         }
     }
 
-    pub(crate) fn i_gather<T: GpuScalar>(&self, x: &GpuBuf<T>, idx: &[u32]) -> BResult<Vec<T>> {
-        Self::check_indices("gather", idx, x.len)?;
-        if idx.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (k, d_idx) = (idx.len() as u64, self.htod(idx)?);
-        let y = self.alloc_written::<T>(idx.len())?;
-        let mut l = self.dev.stream.launch_builder(self.dev.func("gather", T::SUFFIX));
-        l.arg(&x.data).arg(&d_idx).arg(&y).arg(&k);
-        unsafe { l.launch(grid_for(idx.len())) }.map_err(|e| driver_err("gather", e))?;
-        self.dtoh(&y, idx.len())
-    }
-
     /// Every part's indices up in one transfer, one gather kernel per part
     /// into one buffer, and that buffer down in one transfer.
     pub(crate) fn i_gather_many<T: GpuScalar>(&self, parts: &[(&GpuBuf<T>, &[u32])]) -> BResult<Vec<Vec<T>>> {
@@ -246,21 +233,6 @@ impl CudaBackend {
         }
         let mut flat = self.dtoh(&y, total)?.into_iter();
         Ok(parts.iter().map(|p| flat.by_ref().take(p.1.len()).collect()).collect())
-    }
-
-    pub(crate) fn i_scatter<T: GpuScalar>(&self, base: &GpuBuf<T>, idx: &[u32], vals: &[T]) -> BResult<GpuBuf<T>> {
-        if idx.len() != vals.len() {
-            return Err(failure(format!("scatter: {} indices for {} values", idx.len(), vals.len())));
-        }
-        Self::check_indices("scatter", idx, base.len)?;
-        let mut y = self.dev.stream.clone_dtod(&base.data).map_err(|e| driver_err("scatter", e))?;
-        if !idx.is_empty() {
-            let (k, d_idx, d_v) = (idx.len() as u64, self.htod(idx)?, self.htod(vals)?);
-            let mut l = self.dev.stream.launch_builder(self.dev.func("scatter", T::SUFFIX));
-            l.arg(&mut y).arg(&d_idx).arg(&d_v).arg(&k);
-            unsafe { l.launch(grid_for(idx.len())) }.map_err(|e| driver_err("scatter", e))?;
-        }
-        Ok(self.buf(y, base.len))
     }
 
     pub(crate) fn i_repeat_rows<T: GpuScalar>(&self, x: &GpuBuf<T>, n: usize, rows: &[u32]) -> BResult<GpuBuf<T>> {

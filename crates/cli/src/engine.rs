@@ -133,16 +133,25 @@ pub fn run_jobs_parallel(
 }
 
 /// The records of consecutive jobs, analysed as one batch (their rows share
-/// the backsubstitution GEMMs).
-fn records<B: Backend<T>, T: Fp>(analyzer: &Analyzer<B, T>, model_name: &str, jobs: &[Job]) -> Vec<Record> {
+/// the backsubstitution GEMMs), each handed to `each` (its index in `jobs`)
+/// as soon as its property is decided.
+fn records<B: Backend<T>, T: Fp>(
+    analyzer: &Analyzer<B, T>,
+    model_name: &str,
+    jobs: &[Job],
+    each: &mut dyn FnMut(usize, Record),
+) {
     let props: Vec<&Property> = jobs.iter().map(|j| &j.property).collect();
-    jobs.iter()
-        .zip(analyzer.analyze_batch(&props))
-        .map(|(job, r)| match r {
-            Ok(o) => Record::from_outcome(model_name, &job.name, job.property.label, &o),
-            Err(e) => Record::error(model_name, &job.name, e.to_string()),
-        })
-        .collect()
+    analyzer.analyze_batch_each(&props, &mut |k, r| {
+        let job = &jobs[k];
+        each(
+            k,
+            match r {
+                Ok(o) => Record::from_outcome(model_name, &job.name, job.property.label, &o),
+                Err(e) => Record::error(model_name, &job.name, e.to_string()),
+            },
+        )
+    });
 }
 
 /// Jobs per batch: the analyzer's capacity, and no more than an even share
@@ -169,9 +178,16 @@ fn run_with<B: Backend<T>, T: Fp>(
     }
     if backends.len() <= 1 {
         let analyzer = prepare(net, backends[0], opts, model_name)?;
+        // A failing sink (the results file) stops the run after this batch.
+        let mut failed = None;
         for batch in jobs.chunks(batch_size(&analyzer, jobs.len(), 1)) {
-            for rec in records(&analyzer, model_name, batch) {
-                sink(rec)?;
+            records(&analyzer, model_name, batch, &mut |_, rec| {
+                if failed.is_none() {
+                    failed = sink(rec).err();
+                }
+            });
+            if let Some(e) = failed {
+                return Err(e);
             }
         }
         return Ok(());
@@ -193,8 +209,9 @@ fn run_with<B: Backend<T>, T: Fp>(
                         break;
                     }
                     let batch = &jobs[i..(i + size).min(jobs.len())];
-                    let recs = records(&analyzer, model_name, batch).into_iter().enumerate();
-                    if recs.map(|(k, r)| tx.send(Ok((i + k, r))).is_ok()).any(|sent| !sent) {
+                    let mut sent = true;
+                    records(&analyzer, model_name, batch, &mut |k, r| sent &= tx.send(Ok((i + k, r))).is_ok());
+                    if !sent {
                         break;
                     }
                 }

@@ -91,8 +91,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Decides a property. Sub-problems are analysed in order; the property
     /// is verified only when all of them are.
     pub fn analyze(&self, prop: &Property) -> Result<Outcome, AnalysisError> {
-        let mut v = self.run_batch(&[prop])?;
-        v.pop().expect("one outcome per property")
+        let mut out = None;
+        self.run_batch(&[prop], &mut |_, o| out = Some(o))?;
+        out.expect("one outcome per property")
     }
 
     /// Decides several properties together (see the module docs), with the
@@ -101,16 +102,29 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// with its own timeout. `seconds` is the batch's time shared evenly,
     /// plus the property's own attack.
     pub fn analyze_batch(&self, props: &[&Property]) -> Vec<Result<Outcome, AnalysisError>> {
-        match self.run_batch(props) {
-            Ok(v) => v,
-            Err(e) if props.len() == 1 => vec![Err(e)],
-            Err(_) => props.iter().map(|p| self.analyze(p)).collect(),
+        let mut out: Vec<_> = props.iter().map(|_| None).collect();
+        self.analyze_batch_each(props, &mut |k, o| out[k] = Some(o));
+        out.into_iter().map(|o| o.expect("one outcome per property")).collect()
+    }
+
+    /// [`Analyzer::analyze_batch`], handing each property's outcome (its
+    /// index, in order) to `each` as soon as it is decided: a property's
+    /// search does not wait for the others'.
+    pub fn analyze_batch_each(&self, props: &[&Property], each: &mut dyn FnMut(usize, Result<Outcome, AnalysisError>)) {
+        match self.run_batch(props, each) {
+            Ok(()) => {}
+            Err(e) if props.len() == 1 => each(0, Err(e)),
+            Err(_) => props.iter().enumerate().for_each(|(k, p)| each(k, self.analyze(p))),
         }
     }
 
-    /// The outer error is the batch's (timeout, backend); the inner ones are
-    /// per property (bad dimensions).
-    fn run_batch(&self, props: &[&Property]) -> Result<Vec<Result<Outcome, AnalysisError>>, AnalysisError> {
+    /// The error is the batch's (timeout, backend), returned before any
+    /// outcome went to `each`; per-property errors (bad dimensions) go there.
+    fn run_batch(
+        &self,
+        props: &[&Property],
+        each: &mut dyn FnMut(usize, Result<Outcome, AnalysisError>),
+    ) -> Result<(), AnalysisError> {
         let start = Instant::now();
         let deadline = self.opts.timeout.map(|t| start + t);
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
@@ -154,7 +168,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let first = ranges[0].as_ref().ok().and_then(|r| hits.get(r.start).cloned().flatten());
                 let verdict = first.map_or(Verdict::Timeout, Verdict::Falsified);
                 let seconds = start.elapsed().as_secs_f64();
-                return Ok(vec![Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds, search: None })]);
+                each(0, Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds, search: None }));
+                return Ok(());
             }
             r => r?,
         };
@@ -191,7 +206,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             o
         };
-        Ok(plans.into_iter().zip(late).map(|(plan, hit)| plan.map(|p| outcome(p, hit))).collect())
+        for (k, (plan, hit)) in plans.into_iter().zip(late).enumerate() {
+            each(k, plan.map(|p| outcome(p, hit)));
+        }
+        Ok(())
     }
 
     /// Branch and bound for a property left open: its unproved sub-problems

@@ -547,6 +547,10 @@ macro_rules! backend_conformance_tests {
                 $crate::conformance::host_rows_search_agrees::<_, f64>(&$make);
             }
             #[test]
+            fn batch_streams_outcomes_f64() {
+                $crate::conformance::batch_streams_outcomes::<_, f64>(&$make);
+            }
+            #[test]
             fn search_workers_agree_f64() {
                 $crate::conformance::search_workers_agree::<_, f64>(&$make);
             }

@@ -33,6 +33,34 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     assert!(capped.search.expect("search ran").leaves_open >= 1);
 }
 
+/// A batch hands each property's outcome on as soon as its search ends:
+/// `y = relu(x) − relu(x) ≤ −1/4` (see `input_splitting_proves`) three
+/// times over; each needs a search, and each outcome comes out (in order)
+/// before the next search's first round.
+pub fn batch_streams_outcomes<B: Backend<T>, T: Fp>(be: &B) {
+    let mut net = Network::new(Shape::flat(1));
+    let d1 = net.push("d1", crate::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![0.0, 0.0], out: 2 }, &[0]);
+    let r = net.push("r", crate::ir::Op::Relu, &[d1.expect("d1")]).expect("relu");
+    let w2 = vec![1.0, -1.0, 0.0, 0.0];
+    net.push("d2", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("d2");
+    let mut prop = Property::robustness("p", InputBox::new(vec![-1.0], vec![1.0]).expect("box"), 0, 2).expect("prop");
+    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
+    let progress = std::sync::Arc::new(crate::progress::Progress::default());
+    let o = Options { progress: Some(progress.clone()), ..opts(Arith::Point) };
+    let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
+    let props = [&prop, &prop, &prop];
+    let mut seen = Vec::new();
+    a.analyze_batch_each(&props, &mut |k, o| {
+        let o = o.expect("analysis");
+        assert_eq!(o.verdict, Verdict::Verified, "property {k}");
+        assert!(o.search.is_some(), "property {k} needs a search");
+        seen.push((k, progress.snapshot().rounds));
+    });
+    let (order, rounds): (Vec<usize>, Vec<usize>) = seen.into_iter().unzip();
+    assert_eq!(order, [0, 1, 2]);
+    assert!(rounds[0] >= 1 && rounds[0] < rounds[1] && rounds[1] < rounds[2], "rounds when handed on: {rounds:?}");
+}
+
 /// `y = relu(s) − s/2` with `s = Σ x_i` over `[−1, 1]^17` (too many inputs
 /// to split them): `y = |s|/2 ≥ 0`, and the property excludes `y ≤ d`.
 fn relu_minus_half<B: Backend<T>, T: Fp>(be: &B) -> impl Fn(Options, f64) -> crate::property::Outcome + '_ {
