@@ -8,10 +8,8 @@ use crate::ir::{Network, Shape};
 use crate::property::{InputBox, Property, Verdict};
 use polycert_interval::Fp;
 
-/// `y = relu(x) − relu(x)` is 0 on `x ∈ [−1, 1]`, but one DeepPoly pass
-/// bounds it below by −1: `y ≤ −1/4` is not excluded. Input splitting at 0
-/// makes both ReLUs stable and proves it; a one-leaf budget leaves it open.
-pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
+/// `y = relu(x) − relu(x)` on `x ∈ [−1, 1]`, and the property `y ≤ −1/4`.
+fn relu_difference() -> (Network, Property) {
     let mut net = Network::new(Shape::flat(1));
     let d1 = net.push("d1", crate::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![0.0, 0.0], out: 2 }, &[0]);
     let r = net.push("r", crate::ir::Op::Relu, &[d1.expect("d1")]).expect("relu");
@@ -20,6 +18,14 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
     prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
+    (net, prop)
+}
+
+/// `y = relu(x) − relu(x)` is 0 on `x ∈ [−1, 1]`, but one DeepPoly pass
+/// bounds it below by −1: `y ≤ −1/4` is not excluded. Input splitting at 0
+/// makes both ReLUs stable and proves it; a one-leaf budget leaves it open.
+pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
+    let (net, prop) = relu_difference();
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
     let one_pass = run(Options { split_inputs: 0, split_relus: false, ..opts(Arith::Point) });
     assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
@@ -38,13 +44,7 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
 /// times over; each needs a search, and each outcome comes out (in order)
 /// before the next search's first round.
 pub fn batch_streams_outcomes<B: Backend<T>, T: Fp>(be: &B) {
-    let mut net = Network::new(Shape::flat(1));
-    let d1 = net.push("d1", crate::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![0.0, 0.0], out: 2 }, &[0]);
-    let r = net.push("r", crate::ir::Op::Relu, &[d1.expect("d1")]).expect("relu");
-    let w2 = vec![1.0, -1.0, 0.0, 0.0];
-    net.push("d2", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("d2");
-    let mut prop = Property::robustness("p", InputBox::new(vec![-1.0], vec![1.0]).expect("box"), 0, 2).expect("prop");
-    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
+    let (net, prop) = relu_difference();
     let progress = std::sync::Arc::new(crate::progress::Progress::default());
     let o = Options { progress: Some(progress.clone()), ..opts(Arith::Point) };
     let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
