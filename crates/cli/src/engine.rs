@@ -6,6 +6,7 @@ use polycert_backend_cpu::CpuBackend;
 use polycert_backend_cuda::CudaBackend;
 use polycert_deeppoly::{Analyzer, Backend, Network, Options, Property};
 use polycert_interval::Fp;
+use std::ops::ControlFlow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
@@ -134,12 +135,12 @@ pub fn run_jobs_parallel(
 
 /// The records of consecutive jobs, analysed as one batch (their rows share
 /// the backsubstitution GEMMs), each handed to `each` (its index in `jobs`)
-/// as soon as its property is decided.
+/// as soon as its property is decided; `Break` from it stops the batch.
 fn records<B: Backend<T>, T: Fp>(
     analyzer: &Analyzer<B, T>,
     model_name: &str,
     jobs: &[Job],
-    each: &mut dyn FnMut(usize, Record),
+    each: &mut dyn FnMut(usize, Record) -> ControlFlow<()>,
 ) {
     let props: Vec<&Property> = jobs.iter().map(|j| &j.property).collect();
     analyzer.analyze_batch_each(&props, &mut |k, r| {
@@ -178,12 +179,15 @@ fn run_with<B: Backend<T>, T: Fp>(
     }
     if backends.len() <= 1 {
         let analyzer = prepare(net, backends[0], opts, model_name)?;
-        // A failing sink (the results file) stops the run after this batch.
+        // A failing sink (the results file) stops the run at once: the
+        // batch's later properties are not searched.
         let mut failed = None;
         for batch in jobs.chunks(batch_size(&analyzer, jobs.len(), 1)) {
-            records(&analyzer, model_name, batch, &mut |_, rec| {
-                if failed.is_none() {
-                    failed = sink(rec).err();
+            records(&analyzer, model_name, batch, &mut |_, rec| match sink(rec) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
                 }
             });
             if let Some(e) = failed {
@@ -210,7 +214,10 @@ fn run_with<B: Backend<T>, T: Fp>(
                     }
                     let batch = &jobs[i..(i + size).min(jobs.len())];
                     let mut sent = true;
-                    records(&analyzer, model_name, batch, &mut |k, r| sent &= tx.send(Ok((i + k, r))).is_ok());
+                    records(&analyzer, model_name, batch, &mut |k, r| {
+                        sent = tx.send(Ok((i + k, r))).is_ok();
+                        if sent { ControlFlow::Continue(()) } else { ControlFlow::Break(()) }
+                    });
                     if !sent {
                         break;
                     }

@@ -14,8 +14,11 @@ use crate::property::{Counterexample, InputBox, Outcome, Property, SubProblem, V
 use polycert_interval::Fp;
 use rayon::prelude::*;
 use std::collections::HashMap;
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 use std::time::Instant;
+
+/// Takes each property's outcome as it is decided; `Break` stops the batch.
+pub type Each<'a> = dyn FnMut(usize, Result<Outcome, AnalysisError>) -> ControlFlow<()> + 'a;
 
 /// The most sub-problems analysed together (`Options::batch`).
 pub const MAX_BATCH: usize = 1024;
@@ -92,7 +95,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// is verified only when all of them are.
     pub fn analyze(&self, prop: &Property) -> Result<Outcome, AnalysisError> {
         let mut out = None;
-        self.run_batch(&[prop], &mut |_, o| out = Some(o))?;
+        self.run_batch(&[prop], &mut |_, o| {
+            out = Some(o);
+            ControlFlow::Continue(())
+        })?;
         out.expect("one outcome per property")
     }
 
@@ -103,28 +109,37 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// plus the property's own attack.
     pub fn analyze_batch(&self, props: &[&Property]) -> Vec<Result<Outcome, AnalysisError>> {
         let mut out: Vec<_> = props.iter().map(|_| None).collect();
-        self.analyze_batch_each(props, &mut |k, o| out[k] = Some(o));
+        self.analyze_batch_each(props, &mut |k, o| {
+            out[k] = Some(o);
+            ControlFlow::Continue(())
+        });
         out.into_iter().map(|o| o.expect("one outcome per property")).collect()
     }
 
     /// [`Analyzer::analyze_batch`], handing each property's outcome (its
     /// index, in order) to `each` as soon as it is decided: a property's
-    /// search does not wait for the others'.
-    pub fn analyze_batch_each(&self, props: &[&Property], each: &mut dyn FnMut(usize, Result<Outcome, AnalysisError>)) {
+    /// search does not wait for the others'. `each` returning
+    /// `ControlFlow::Break` (its results file failed, say) stops the batch:
+    /// the properties after it are not searched.
+    pub fn analyze_batch_each(&self, props: &[&Property], each: &mut Each<'_>) {
         match self.run_batch(props, each) {
             Ok(()) => {}
-            Err(e) if props.len() == 1 => each(0, Err(e)),
-            Err(_) => props.iter().enumerate().for_each(|(k, p)| each(k, self.analyze(p))),
+            Err(e) if props.len() == 1 => {
+                let _ = each(0, Err(e));
+            }
+            Err(_) => {
+                for (k, p) in props.iter().enumerate() {
+                    if each(k, self.analyze(p)).is_break() {
+                        return;
+                    }
+                }
+            }
         }
     }
 
     /// The error is the batch's (timeout, backend), returned before any
     /// outcome went to `each`; per-property errors (bad dimensions) go there.
-    fn run_batch(
-        &self,
-        props: &[&Property],
-        each: &mut dyn FnMut(usize, Result<Outcome, AnalysisError>),
-    ) -> Result<(), AnalysisError> {
+    fn run_batch(&self, props: &[&Property], each: &mut Each<'_>) -> Result<(), AnalysisError> {
         let start = Instant::now();
         let deadline = self.opts.timeout.map(|t| start + t);
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
@@ -168,7 +183,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let first = ranges[0].as_ref().ok().and_then(|r| hits.get(r.start).cloned().flatten());
                 let verdict = first.map_or(Verdict::Timeout, Verdict::Falsified);
                 let seconds = start.elapsed().as_secs_f64();
-                each(0, Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds, search: None }));
+                let _ = each(0, Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds, search: None }));
                 return Ok(());
             }
             r => r?,
@@ -207,7 +222,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             o
         };
         for (k, (plan, hit)) in plans.into_iter().zip(late).enumerate() {
-            each(k, plan.map(|p| outcome(p, hit)));
+            if each(k, plan.map(|p| outcome(p, hit))).is_break() {
+                break;
+            }
         }
         Ok(())
     }

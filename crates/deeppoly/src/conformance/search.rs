@@ -42,7 +42,8 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
 /// A batch hands each property's outcome on as soon as its search ends:
 /// `y = relu(x) − relu(x) ≤ −1/4` (see `input_splitting_proves`) three
 /// times over; each needs a search, and each outcome comes out (in order)
-/// before the next search's first round.
+/// before the next search's first round. `Break` from the taker stops the
+/// batch: no later property is searched.
 pub fn batch_streams_outcomes<B: Backend<T>, T: Fp>(be: &B) {
     let (net, prop) = relu_difference();
     let progress = std::sync::Arc::new(crate::progress::Progress::default());
@@ -55,10 +56,20 @@ pub fn batch_streams_outcomes<B: Backend<T>, T: Fp>(be: &B) {
         assert_eq!(o.verdict, Verdict::Verified, "property {k}");
         assert!(o.search.is_some(), "property {k} needs a search");
         seen.push((k, progress.snapshot().rounds));
+        std::ops::ControlFlow::Continue(())
     });
     let (order, rounds): (Vec<usize>, Vec<usize>) = seen.into_iter().unzip();
     assert_eq!(order, [0, 1, 2]);
     assert!(rounds[0] >= 1 && rounds[0] < rounds[1] && rounds[1] < rounds[2], "rounds when handed on: {rounds:?}");
+    let before = progress.snapshot().rounds;
+    let (mut taken, mut at) = (Vec::new(), 0);
+    a.analyze_batch_each(&props, &mut |k, _| {
+        taken.push(k);
+        at = progress.snapshot().rounds;
+        std::ops::ControlFlow::Break(())
+    });
+    assert_eq!(taken, [0], "a batch goes on after Break");
+    assert!(at > before && progress.snapshot().rounds == at, "searched after Break: {at} → {:?}", progress.snapshot());
 }
 
 /// `y = relu(s) − s/2` with `s = Σ x_i` over `[−1, 1]^17` (too many inputs
