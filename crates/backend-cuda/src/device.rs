@@ -5,6 +5,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverEr
 use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 use polycert_deeppoly::BackendError;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The kernel sources, embedded.
@@ -116,6 +117,14 @@ pub struct Device {
     pub name: String,
     _module: Arc<CudaModule>,
     funcs: HashMap<String, CudaFunction>,
+    /// Live streams of this context (this device and its workers').
+    streams: Arc<AtomicUsize>,
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.streams.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Device {
@@ -156,20 +165,30 @@ impl Device {
         // SAFETY: no buffer of this context is used on two streams.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(|e| driver_err("new stream", e))?;
-        Ok(Self { ctx, stream, name, _module: module, funcs })
+        Ok(Self { ctx, stream, name, _module: module, funcs, streams: Arc::new(AtomicUsize::new(1)) })
     }
 
     /// The same GPU and kernels with a fresh (non-blocking) stream, for a
     /// worker thread whose work should overlap this one's.
     pub fn with_new_stream(&self) -> Result<Self, BackendError> {
         let stream = self.ctx.new_stream().map_err(|e| driver_err("new stream", e))?;
+        self.streams.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
             ctx: self.ctx.clone(),
             stream,
             name: self.name.clone(),
             _module: self._module.clone(),
             funcs: self.funcs.clone(),
+            streams: self.streams.clone(),
         })
+    }
+
+    /// Whether another stream of this context (a worker's) is live. cudarc
+    /// keeps one error slot per context: the errors of a recording that
+    /// fails (buffers freed on the invalidated stream) would be reported by
+    /// another worker's next call.
+    pub fn shares_context(&self) -> bool {
+        self.streams.load(Ordering::Relaxed) > 1
     }
 
     pub fn func(&self, base: &str, suffix: &str) -> &CudaFunction {

@@ -8,6 +8,7 @@ use crate::{CudaBackend, GpuBuf, GpuScalar, grid_for};
 use cudarc::cublas::{GemmConfig, sys as blas_sys};
 use cudarc::driver::{CudaGraph, CudaSlice, PushKernelArg};
 use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pointwise, Shape, infer::conv_out_shape};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn failure(msg: String) -> BackendError {
     BackendError::Failure(msg)
@@ -282,8 +283,9 @@ impl CudaBackend {
     /// Not with cudarc's cross-stream events (a capture cannot hold them);
     /// a call that cannot be recorded (a sync, a host transfer) ends the
     /// capture and gives `None`, as does a stream that cannot be captured.
+    /// Also `None` while workers share the context (`Device::shares_context`).
     pub(crate) fn i_capture(&self, f: &mut dyn FnMut() -> BResult<()>) -> BResult<Option<CudaGraph>> {
-        if self.dev.ctx.is_event_tracking() {
+        if self.dev.ctx.is_event_tracking() || self.dev.shares_context() {
             return Ok(None);
         }
         let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
@@ -291,7 +293,11 @@ impl CudaBackend {
             let _ = self.dev.ctx.check_err();
             return Ok(None);
         }
-        let recorded = f();
+        let recorded = {
+            self.capturing.store(true, Ordering::Relaxed);
+            let _done = Capturing(&self.capturing);
+            f()
+        };
         let graph = self.dev.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
         match (recorded, graph) {
             (Ok(()), Ok(g)) => Ok(g),
@@ -305,5 +311,14 @@ impl CudaBackend {
 
     pub(crate) fn i_replay(&self, g: &CudaGraph) -> BResult<()> {
         g.launch().map_err(|e| driver_err("graph launch", e))
+    }
+}
+
+/// Clears `CudaBackend::capturing` when a recording ends (also by a panic).
+struct Capturing<'a>(&'a AtomicBool);
+
+impl Drop for Capturing<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
     }
 }

@@ -26,6 +26,7 @@ use polycert_deeppoly::{
 };
 use polycert_interval::Fp;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Float types the kernels are instantiated for.
@@ -145,6 +146,10 @@ pub struct CudaBackend {
     gamma_cache: RowCache<u64, CudaSlice<f64>>,
     /// Host time in transfers and syncs (`POLYCERT_CUDA_TRACE=1`).
     trace: trace::Trace,
+    /// A graph is being recorded on this backend's stream (`capture`).
+    capturing: AtomicBool,
+    /// Held by a test's backend (`test_backend`); dropped last.
+    _test_lock: Option<TestLock>,
 }
 
 type OffsetEntry = (Vec<(i32, i32)>, Arc<CudaSlice<i32>>);
@@ -224,6 +229,8 @@ impl CudaBackend {
             props_cache: Mutex::default(),
             gamma_cache: Mutex::default(),
             trace: trace::Trace::from_env(),
+            capturing: AtomicBool::new(false),
+            _test_lock: None,
         })
     }
 
@@ -239,6 +246,8 @@ impl CudaBackend {
             props_cache: Mutex::default(),
             gamma_cache: Mutex::default(),
             trace: trace::Trace::from_env(),
+            capturing: AtomicBool::new(false),
+            _test_lock: None,
         })
     }
 
@@ -246,6 +255,7 @@ impl CudaBackend {
         if let Some(b) = self.blas.get() {
             return Ok(b);
         }
+        self.recordable("cuBLAS handle")?;
         let b = point_ops::new_blas(self)?;
         let _ = self.blas.set(b);
         Ok(self.blas.get().expect("set above"))
@@ -266,10 +276,23 @@ impl CudaBackend {
             .time(trace::ALLOC, || self.dev.stream.alloc_zeros::<T>(n.max(1)).map_err(|e| driver_err("allocation", e)))
     }
 
+    /// Refuses a call that a graph cannot record (a host transfer, a
+    /// cuBLAS handle) while one is being recorded, before it reaches the
+    /// driver: there it would invalidate the recording, and the buffers then
+    /// freed on the stream would leave errors in the context, which cudarc
+    /// shares among threads (another worker's next call would report them).
+    fn recordable(&self, what: &str) -> BResult<()> {
+        if self.capturing.load(Ordering::Relaxed) {
+            return Err(BackendError::Failure(format!("{what}: not recordable in a CUDA graph")));
+        }
+        Ok(())
+    }
+
     fn htod<T: DeviceRepr + Clone + Default + ValidAsZeroBits>(&self, v: &[T]) -> BResult<CudaSlice<T>> {
         if v.is_empty() {
             return self.dev.stream.alloc_zeros::<T>(1).map_err(|e| driver_err("allocation", e));
         }
+        self.recordable("upload")?;
         self.trace.time(trace::UPLOAD, || self.dev.stream.clone_htod(v).map_err(|e| driver_err("upload", e)))
     }
 
@@ -277,6 +300,7 @@ impl CudaBackend {
         if n == 0 {
             return Ok(Vec::new());
         }
+        self.recordable("download")?;
         let mut v = self
             .trace
             .time(trace::DOWNLOAD, || self.dev.stream.clone_dtoh(s).map_err(|e| driver_err("download", e)))?;
@@ -326,13 +350,45 @@ impl CudaBackend {
 
 /// For tests: the backend, or `None` (with a notice) on a machine without a
 /// GPU. With `POLYCERT_REQUIRE_GPU=1` a missing GPU fails the test instead.
+/// It holds [`TestLock`] until dropped: one test at a time on the GPU.
 pub fn test_backend() -> Option<CudaBackend> {
+    let lock = TestLock::take();
     match CudaBackend::new() {
-        Ok(b) => Some(b),
+        Ok(b) => Some(CudaBackend { _test_lock: Some(lock), ..b }),
         Err(e) if std::env::var_os("POLYCERT_REQUIRE_GPU").is_some() => panic!("GPU required: {e}"),
         Err(e) => {
             eprintln!("skipping CUDA test: {e}");
             None
         }
+    }
+}
+
+/// Serialises a process's GPU tests. A test that opened or closed its
+/// context or streams while another test recorded a CUDA graph made the
+/// recording fail, and errors reached both tests (on the H100: 2–13 of 63
+/// conformance tests failed per parallel run, none one at a time or with no
+/// graphs). The CLI records graphs only while one stream is live
+/// (`Device::shares_context`).
+struct TestLock;
+
+static TEST_BUSY: (Mutex<bool>, std::sync::Condvar) = (Mutex::new(false), std::sync::Condvar::new());
+
+impl TestLock {
+    fn take() -> Self {
+        let (busy, free) = &TEST_BUSY;
+        let mut b = busy.lock().unwrap_or_else(|e| e.into_inner());
+        while *b {
+            b = free.wait(b).unwrap_or_else(|e| e.into_inner());
+        }
+        *b = true;
+        TestLock
+    }
+}
+
+impl Drop for TestLock {
+    fn drop(&mut self) {
+        let (busy, free) = &TEST_BUSY;
+        *busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        free.notify_one();
     }
 }

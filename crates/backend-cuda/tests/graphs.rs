@@ -1,0 +1,24 @@
+//! CUDA graphs are recorded only while a backend has its context to itself
+//! (`Device::shares_context`); skips without a GPU.
+use polycert_backend_cuda::CudaBackend;
+use polycert_deeppoly::{Backend, Pointwise};
+
+/// Records one copy kernel: whether a graph came back.
+fn records(be: &CudaBackend) -> bool {
+    let x = Backend::<f32>::upload(be, &[1.0, 2.0]).expect("upload");
+    let g = Backend::<f32>::capture(be, &mut || Backend::<f32>::pointwise(be, Pointwise::Copy(&x)).map(drop));
+    g.expect("capture").is_some()
+}
+
+#[test]
+fn no_graph_while_workers_share_the_context() {
+    let Some(be) = polycert_backend_cuda::test_backend() else { return };
+    assert!(!be.device().shares_context());
+    assert!(records(&be), "alone, the copy is recorded");
+    let w = be.worker().expect("worker");
+    assert!(be.device().shares_context() && w.device().shares_context());
+    assert!(!records(&be) && !records(&w), "no graph while a worker shares the context");
+    drop(w);
+    assert!(!be.device().shares_context());
+    assert!(records(&be), "recorded again once the worker is gone");
+}
