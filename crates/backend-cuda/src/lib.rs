@@ -392,3 +392,24 @@ impl Drop for TestLock {
         free.notify_one();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TestLock;
+    use std::time::Duration;
+
+    /// A second taker waits until the first lock is dropped.
+    #[test]
+    fn test_lock_takes_turns() {
+        let first = TestLock::take();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let second = std::thread::spawn(move || {
+            let _held = TestLock::take();
+            tx.send(()).expect("send");
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "taken while held");
+        drop(first);
+        rx.recv_timeout(Duration::from_secs(10)).expect("taken once released");
+        second.join().expect("second taker");
+    }
+}
