@@ -8,7 +8,6 @@ use crate::{CudaBackend, GpuBuf, GpuScalar, grid_for};
 use cudarc::cublas::{GemmConfig, sys as blas_sys};
 use cudarc::driver::{CudaGraph, CudaSlice, PushKernelArg};
 use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pointwise, Shape, infer::conv_out_shape};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 fn failure(msg: String) -> BackendError {
     BackendError::Failure(msg)
@@ -293,11 +292,7 @@ impl CudaBackend {
             let _ = self.dev.ctx.check_err();
             return Ok(None);
         }
-        let recorded = {
-            self.capturing.store(true, Ordering::Relaxed);
-            let _done = Capturing(&self.capturing);
-            f()
-        };
+        let recorded = f();
         let graph = self.dev.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
         match (recorded, graph) {
             (Ok(()), Ok(g)) => Ok(g),
@@ -311,14 +306,5 @@ impl CudaBackend {
 
     pub(crate) fn i_replay(&self, g: &CudaGraph) -> BResult<()> {
         g.launch().map_err(|e| driver_err("graph launch", e))
-    }
-}
-
-/// Clears `CudaBackend::capturing` when a recording ends (also by a panic).
-struct Capturing<'a>(&'a AtomicBool);
-
-impl Drop for Capturing<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Relaxed);
     }
 }

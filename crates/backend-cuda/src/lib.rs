@@ -26,7 +26,6 @@ use polycert_deeppoly::{
 };
 use polycert_interval::Fp;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Float types the kernels are instantiated for.
@@ -146,8 +145,6 @@ pub struct CudaBackend {
     gamma_cache: RowCache<u64, CudaSlice<f64>>,
     /// Host time in transfers and syncs (`POLYCERT_CUDA_TRACE=1`).
     trace: trace::Trace,
-    /// A graph is being recorded on this backend's stream (`capture`).
-    capturing: AtomicBool,
     /// Held by a test's backend (`test_backend`); dropped last.
     _test_lock: Option<TestLock>,
 }
@@ -229,7 +226,6 @@ impl CudaBackend {
             props_cache: Mutex::default(),
             gamma_cache: Mutex::default(),
             trace: trace::Trace::from_env(),
-            capturing: AtomicBool::new(false),
             _test_lock: None,
         })
     }
@@ -246,7 +242,6 @@ impl CudaBackend {
             props_cache: Mutex::default(),
             gamma_cache: Mutex::default(),
             trace: trace::Trace::from_env(),
-            capturing: AtomicBool::new(false),
             _test_lock: None,
         })
     }
@@ -255,7 +250,6 @@ impl CudaBackend {
         if let Some(b) = self.blas.get() {
             return Ok(b);
         }
-        self.recordable("cuBLAS handle")?;
         let b = point_ops::new_blas(self)?;
         let _ = self.blas.set(b);
         Ok(self.blas.get().expect("set above"))
@@ -276,23 +270,10 @@ impl CudaBackend {
             .time(trace::ALLOC, || self.dev.stream.alloc_zeros::<T>(n.max(1)).map_err(|e| driver_err("allocation", e)))
     }
 
-    /// Refuses a call that a graph cannot record (a host transfer, a
-    /// cuBLAS handle) while one is being recorded, before it reaches the
-    /// driver: there it would invalidate the recording, and the buffers then
-    /// freed on the stream would leave errors in the context, which cudarc
-    /// shares among threads (another worker's next call would report them).
-    fn recordable(&self, what: &str) -> BResult<()> {
-        if self.capturing.load(Ordering::Relaxed) {
-            return Err(BackendError::Failure(format!("{what}: not recordable in a CUDA graph")));
-        }
-        Ok(())
-    }
-
     fn htod<T: DeviceRepr + Clone + Default + ValidAsZeroBits>(&self, v: &[T]) -> BResult<CudaSlice<T>> {
         if v.is_empty() {
             return self.dev.stream.alloc_zeros::<T>(1).map_err(|e| driver_err("allocation", e));
         }
-        self.recordable("upload")?;
         self.trace.time(trace::UPLOAD, || self.dev.stream.clone_htod(v).map_err(|e| driver_err("upload", e)))
     }
 
@@ -300,7 +281,6 @@ impl CudaBackend {
         if n == 0 {
             return Ok(Vec::new());
         }
-        self.recordable("download")?;
         let mut v = self
             .trace
             .time(trace::DOWNLOAD, || self.dev.stream.clone_dtoh(s).map_err(|e| driver_err("download", e)))?;
