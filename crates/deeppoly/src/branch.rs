@@ -112,10 +112,12 @@ pub(crate) fn child_bounds<T: Fp>(parent: &NodeBounds<T>, c: &SplitConstraint) -
     b
 }
 
-/// Per node, the coefficient of the lower bound of `c·y` on that node's
-/// values, backsubstituted through the ReLU relaxations of `bounds`
-/// (other nonlinearities by their slope at the bounds' midpoint; pooling
-/// stops it).
+/// Per node from the first ReLU on, the coefficient of the lower bound of
+/// `c·y` on that node's values, backsubstituted through the ReLU
+/// relaxations of `bounds` (other nonlinearities by their slope at the
+/// bounds' midpoint; pooling stops it). The pass stops at the first ReLU's
+/// output: the scores need nothing below it, and on a fully connected net
+/// the first layer is the largest.
 pub(crate) fn relaxed_coefficients<T: Fp>(
     net: &Network,
     bounds: &NodeBounds<T>,
@@ -124,7 +126,11 @@ pub(crate) fn relaxed_coefficients<T: Fp>(
 ) -> Vec<Vec<f64>> {
     let mut coef: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
     coef[net.output()].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
+    let first_relu = net.nodes().iter().position(|n| n.op == Op::Relu);
     crate::eval::backpropagate(net, &mut coef, |id, g, gx| {
+        if Some(id) == first_relu {
+            return false;
+        }
         let (lo, hi) = &bounds[net.node(id).inputs[0]];
         match net.node(id).op {
             Op::Relu => {
@@ -174,7 +180,8 @@ mod tests {
         // Lower bound of +y: relu(x0) by its lower line, −relu(x1) by its upper line.
         let coef = relaxed_coefficients(&n, &b, &[1.0], ReluLower::Area);
         assert_eq!(coef[2], vec![1.0, -1.0]);
-        assert_eq!(coef[1], vec![1.0, -0.5]);
+        // The pass stops at the first ReLU's output: nothing below it.
+        assert_eq!(coef[1], vec![0.0, 0.0]);
         assert_eq!(
             relu_candidates(&n, &b, &[1.0], ReluLower::Area).first().copied(),
             Some(ReluSplit { node: 1, neuron: 1 })
@@ -213,6 +220,13 @@ mod tests {
             (vec![0.0], vec![1.1]),
             (vec![-1.1], vec![0.0]),
         ];
+        // −1 on r2's output pays r2's upper line: slope 1.1/2.1 on g.
+        let coef = relaxed_coefficients(&n, &b, &[1.0], ReluLower::Area);
+        let slope = 1.1 / 2.1;
+        assert!((coef[3][0] + slope).abs() < 1e-15);
+        assert!((coef[2][0] + 0.1 * slope).abs() < 1e-15 && (coef[2][1] + slope).abs() < 1e-15);
+        // Below the first ReLU's output the pass has stopped.
+        assert_eq!(coef[1], vec![0.0, 0.0]);
         let got = relu_candidates(&n, &b, &[1.0], ReluLower::Area);
         assert_eq!(got, vec![ReluSplit { node: 3, neuron: 0 }, ReluSplit { node: 1, neuron: 0 }]);
         // With g stable, x0 is both BaBSR's and the first layer's: one candidate.
