@@ -12,6 +12,7 @@
 //! layer's bounds and relaxations are recomputed under it. Bounds that
 //! contradict each other prove the child (its domain is empty).
 
+use crate::babsr::{LANES, LeafObjective, relaxed_coefficients};
 use crate::batch::NodeBounds;
 use crate::ir::{Network, NodeId, Op};
 use crate::lagrange::SplitConstraint;
@@ -33,7 +34,7 @@ fn top(bests: &[(ReluSplit, (f64, f64))]) -> Option<ReluSplit> {
         .map(|b| b.0)
 }
 
-/// The splits a search leaf tries: BaBSR's choice (the best by its
+/// Per leaf (node bounds and objective), the splits it tries: BaBSR's choice (the best by its
 /// intercept score over every layer, see [`layer_bests`]) and
 /// the best by the same score in the first layer with an unstable ReLU,
 /// when they differ. BaBSR counts only the bound's own use of a
@@ -43,37 +44,56 @@ fn top(bests: &[(ReluSplit, (f64, f64))]) -> Option<ReluSplit> {
 /// first-layer splits take the best leaf's bound from −1065 to −0.5; on a
 /// 2-layer one,
 /// BaBSR needs fewer leaves. The search analyses both pairs of children and
-/// keeps the better (`split.rs`).
+/// keeps the better (`split.rs`). The leaves' backward passes run
+/// [`LANES`] at a time.
 pub(crate) fn relu_candidates<T: Fp>(
     net: &Network,
-    bounds: &NodeBounds<T>,
-    c: &[f64],
+    leaves: &[LeafObjective<'_, T>],
     lower: ReluLower,
-) -> Vec<ReluSplit> {
-    let bests = layer_bests(net, bounds, c, lower);
-    let Some(top) = top(&bests) else {
-        return Vec::new();
-    };
-    match bests.first() {
-        Some(&(first, _)) if first != top => vec![top, first],
-        _ => vec![top],
+) -> Vec<Vec<ReluSplit>> {
+    let mut out = Vec::with_capacity(leaves.len());
+    for block in leaves.chunks(LANES) {
+        // The fewest lanes that hold the block: idle lanes cost as much.
+        match block.len() {
+            1 => block_candidates::<T, 1>(net, block, lower, &mut out),
+            2 => block_candidates::<T, 2>(net, block, lower, &mut out),
+            3 | 4 => block_candidates::<T, 4>(net, block, lower, &mut out),
+            _ => block_candidates::<T, LANES>(net, block, lower, &mut out),
+        }
+    }
+    out
+}
+
+/// [`relu_candidates`] of one block of at most `L` leaves, onto `out`.
+fn block_candidates<T: Fp, const L: usize>(
+    net: &Network,
+    block: &[LeafObjective<'_, T>],
+    lower: ReluLower,
+    out: &mut Vec<Vec<ReluSplit>>,
+) {
+    let coef = relaxed_coefficients::<T, L>(net, block, lower);
+    for (k, (b, _)) in block.iter().enumerate() {
+        let bests = layer_bests(net, b, &coef, k, lower);
+        out.push(match (top(&bests), bests.first()) {
+            (None, _) => Vec::new(),
+            (Some(top), Some(&(first, _))) if first != top => vec![top, first],
+            (Some(top), _) => vec![top],
+        });
     }
 }
 
 /// Per ReLU layer with an unstable ReLU (in order), its best split by
 /// BaBSR's intercept score: the objective's coefficient `a_j` on the ReLU's
-/// output, backsubstituted through the relaxations of `bounds` (on the
-/// host, in f64 without rounding: it steers the search only), times the
-/// upper line's intercept `μ_j` when the bound uses that line (`a_j < 0`);
-/// ties (no negative coefficient) by `|a_j|·min(u, −l)`, the lower line's
-/// gap.
-fn layer_bests<T: Fp>(
+/// output (lane `k` of `coef`, `babsr.rs`) times the upper line's
+/// intercept `μ_j` when the bound uses that line (`a_j < 0`); ties (no
+/// negative coefficient) by `|a_j|·min(u, −l)`, the lower line's gap.
+fn layer_bests<T: Fp, const L: usize>(
     net: &Network,
     bounds: &NodeBounds<T>,
-    c: &[f64],
+    coef: &[Vec<[f64; L]>],
+    k: usize,
     lower: ReluLower,
 ) -> Vec<(ReluSplit, (f64, f64))> {
-    let coef = relaxed_coefficients(net, bounds, c, lower);
     let mut out = Vec::new();
     for (id, node) in net.nodes().iter().enumerate() {
         if node.op != Op::Relu {
@@ -82,7 +102,7 @@ fn layer_bests<T: Fp>(
         let p = node.inputs[0];
         let (lo, hi) = &bounds[p];
         let mut best: Option<(ReluSplit, (f64, f64))> = None;
-        for (j, &a) in coef[id].iter().enumerate() {
+        for (j, a) in coef[id].iter().map(|a| a[k]).enumerate() {
             if !crate::relax::unstable(lo[j], hi[j]) {
                 continue;
             }
@@ -112,51 +132,18 @@ pub(crate) fn child_bounds<T: Fp>(parent: &NodeBounds<T>, c: &SplitConstraint) -
     b
 }
 
-/// Per node from the first ReLU on, the coefficient of the lower bound of
-/// `c·y` on that node's values, backsubstituted through the ReLU
-/// relaxations of `bounds` (other nonlinearities by their slope at the
-/// bounds' midpoint; pooling stops it). The pass stops at the first ReLU's
-/// output: the scores need nothing below it, and on a fully connected net
-/// the first layer is the largest.
-pub(crate) fn relaxed_coefficients<T: Fp>(
-    net: &Network,
-    bounds: &NodeBounds<T>,
-    c: &[f64],
-    lower: ReluLower,
-) -> Vec<Vec<f64>> {
-    let mut coef: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
-    coef[net.output()].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
-    let first_relu = net.nodes().iter().position(|n| n.op == Op::Relu);
-    crate::eval::backpropagate(net, &mut coef, |id, g, gx| {
-        if Some(id) == first_relu {
-            return false;
-        }
-        let (lo, hi) = &bounds[net.node(id).inputs[0]];
-        match net.node(id).op {
-            Op::Relu => {
-                for (j, (a, &gj)) in gx.iter_mut().zip(g).enumerate() {
-                    let r = relu_relax(lo[j], hi[j], lower);
-                    *a += gj * if gj >= 0.0 { r.lam_lo } else { r.lam_up }.to_f64_exact();
-                }
-            }
-            Op::Sigmoid => {
-                for (j, (a, &gj)) in gx.iter_mut().zip(g).enumerate() {
-                    let m = (lo[j].to_f64_exact() + hi[j].to_f64_exact()) / 2.0;
-                    let s = 1.0 / (1.0 + (-m).exp());
-                    *a += gj * s * (1.0 - s);
-                }
-            }
-            _ => {}
-        }
-        true
-    });
-    coef
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ir::Shape;
+
+    fn candidates(n: &Network, b: &NodeBounds<f64>, c: &[f64]) -> Vec<ReluSplit> {
+        relu_candidates(n, &[(b, c)], ReluLower::Area).remove(0)
+    }
+
+    fn lane0(n: &Network, b: &NodeBounds<f64>, c: &[f64], id: usize) -> Vec<f64> {
+        relaxed_coefficients::<f64, 1>(n, &[(b, c)], ReluLower::Area)[id].iter().map(|a| a[0]).collect()
+    }
 
     /// y = relu(x0) − relu(x1) with x0 = a + b, x1 = a − b.
     fn net() -> Network {
@@ -178,19 +165,12 @@ mod tests {
             (vec![-2.0], vec![3.0]),
         ];
         // Lower bound of +y: relu(x0) by its lower line, −relu(x1) by its upper line.
-        let coef = relaxed_coefficients(&n, &b, &[1.0], ReluLower::Area);
-        assert_eq!(coef[2], vec![1.0, -1.0]);
+        assert_eq!(lane0(&n, &b, &[1.0], 2), vec![1.0, -1.0]);
         // The pass stops at the first ReLU's output: nothing below it.
-        assert_eq!(coef[1], vec![0.0, 0.0]);
-        assert_eq!(
-            relu_candidates(&n, &b, &[1.0], ReluLower::Area).first().copied(),
-            Some(ReluSplit { node: 1, neuron: 1 })
-        );
+        assert_eq!(lane0(&n, &b, &[1.0], 1), vec![0.0, 0.0]);
+        assert_eq!(candidates(&n, &b, &[1.0]).first().copied(), Some(ReluSplit { node: 1, neuron: 1 }));
         // Lower bound of −y: now relu(x0) pays its intercept.
-        assert_eq!(
-            relu_candidates(&n, &b, &[-1.0], ReluLower::Area).first().copied(),
-            Some(ReluSplit { node: 1, neuron: 0 })
-        );
+        assert_eq!(candidates(&n, &b, &[-1.0]).first().copied(), Some(ReluSplit { node: 1, neuron: 0 }));
         let split = |active| SplitConstraint { node: 1, neuron: 0, active };
         let (a, i) = (child_bounds(&b, &split(true)), child_bounds(&b, &split(false)));
         assert_eq!((a[1].0[0], a[1].1[0], i[1].0[0], i[1].1[0]), (0.0, 3.0, -1.0, 0.0));
@@ -198,7 +178,7 @@ mod tests {
         // Every ReLU stable: nothing to split.
         let mut s = b.clone();
         s[1] = (vec![0.5, -2.0], vec![3.0, -1.0]);
-        assert_eq!(relu_candidates(&n, &s, &[1.0], ReluLower::Area).first().copied(), None);
+        assert_eq!(candidates(&n, &s, &[1.0]).first().copied(), None);
     }
 
     /// `y = −relu(g)`, `g = 0.1·relu(x0) + relu(x1 + 2) − 2 ∈ [−1, 1.1]`:
@@ -221,17 +201,25 @@ mod tests {
             (vec![-1.1], vec![0.0]),
         ];
         // −1 on r2's output pays r2's upper line: slope 1.1/2.1 on g.
-        let coef = relaxed_coefficients(&n, &b, &[1.0], ReluLower::Area);
-        let slope = 1.1 / 2.1;
-        assert!((coef[3][0] + slope).abs() < 1e-15);
-        assert!((coef[2][0] + 0.1 * slope).abs() < 1e-15 && (coef[2][1] + slope).abs() < 1e-15);
+        assert_eq!(lane0(&n, &b, &[1.0], 4), vec![-1.0]);
+        let (r1, slope) = (lane0(&n, &b, &[1.0], 2), 1.1 / 2.1);
+        assert!((r1[0] + 0.1 * slope).abs() < 1e-15 && (r1[1] + slope).abs() < 1e-15);
         // Below the first ReLU's output the pass has stopped.
-        assert_eq!(coef[1], vec![0.0, 0.0]);
-        let got = relu_candidates(&n, &b, &[1.0], ReluLower::Area);
+        assert_eq!(lane0(&n, &b, &[1.0], 1), vec![0.0, 0.0]);
+        // The same leaf in a block with others: the same candidates.
+        let neg = [-1.0];
+        let three = [(&b, &[1.0][..]), (&b, &neg[..]), (&b, &[1.0][..])];
+        let got = relu_candidates(&n, &three, ReluLower::Area);
+        assert_eq!((&got[0], &got[2]), (&candidates(&n, &b, &[1.0]), &candidates(&n, &b, &[1.0])));
+        assert_eq!(got[1], candidates(&n, &b, &neg));
+        // Nine leaves: a block of eight and a block of one.
+        let nine: Vec<_> = three.iter().cycle().take(9).copied().collect();
+        assert_eq!(relu_candidates(&n, &nine, ReluLower::Area), [&got[..]; 3].concat());
+        let got = candidates(&n, &b, &[1.0]);
         assert_eq!(got, vec![ReluSplit { node: 3, neuron: 0 }, ReluSplit { node: 1, neuron: 0 }]);
         // With g stable, x0 is both BaBSR's and the first layer's: one candidate.
         let mut s = b.clone();
         s[3] = (vec![0.1], vec![1.1]);
-        assert_eq!(relu_candidates(&n, &s, &[1.0], ReluLower::Area), vec![ReluSplit { node: 1, neuron: 0 }]);
+        assert_eq!(candidates(&n, &s, &[1.0]), vec![ReluSplit { node: 1, neuron: 0 }]);
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod attack;
+mod babsr;
 pub mod backend;
 mod backsub;
 pub mod batch;

@@ -418,17 +418,28 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let _p = crate::profile::span("branch.choose");
         let lower = self.opts.relu_lower;
         let net = self.net;
-        let chosen: Vec<Vec<crate::branch::ReluSplit>> = sps
-            .par_iter()
+        // The leaves with bounds and an open half-space, a block of lanes
+        // per backward pass (`babsr.rs`); the others have no candidate.
+        let scored: Vec<(usize, crate::babsr::LeafObjective<'_, T>)> = sps
+            .iter()
             .zip(lbs)
             .zip(todo)
-            .map(|((sp, l), &i)| {
-                let (Some(b), Some((_, h))) = (bounds[i].as_ref(), nearest_halfspace(sp, l)) else {
-                    return Vec::new();
-                };
-                crate::branch::relu_candidates(net, b, &h.c, lower)
+            .enumerate()
+            .filter_map(|(k, ((sp, l), &i))| Some((k, (bounds[i].as_ref()?, &nearest_halfspace(sp, l)?.1.c[..]))))
+            .collect();
+        let mut chosen: Vec<Vec<crate::branch::ReluSplit>> = vec![Vec::new(); sps.len()];
+        // Blocks as full as keeps every thread busy.
+        let block = scored.len().div_ceil(rayon::current_num_threads().max(1)).clamp(1, crate::babsr::LANES);
+        let blocks: Vec<Vec<Vec<crate::branch::ReluSplit>>> = scored
+            .par_chunks(block)
+            .map(|block| {
+                let leaves: Vec<crate::babsr::LeafObjective<'_, T>> = block.iter().map(|&(_, x)| x).collect();
+                crate::branch::relu_candidates(net, &leaves, lower)
             })
             .collect();
+        for (&(k, _), cands) in scored.iter().zip(blocks.into_iter().flatten()) {
+            chosen[k] = cands;
+        }
         let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
         for ((((sp, cands), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
             let Some(b) = bounds[i].take() else {
