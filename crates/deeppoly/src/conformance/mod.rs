@@ -14,9 +14,11 @@ use crate::testnets::{
 };
 use polycert_interval::{FloatModel, Fp};
 
+mod attack;
 mod relaxed;
 mod search;
 mod stabilize;
+pub use attack::{attack_finds_hidden_counterexamples, attack_first_consistent, inference_matches_host};
 pub use relaxed::{gather_and_scatter, relaxed_bound_matches_host};
 pub use search::*;
 pub use stabilize::{stabilize_clamps_provable_ends, stabilize_modes_agree};
@@ -114,106 +116,6 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arit
         verified += (on.verdict == Verdict::Verified) as usize;
     }
     assert!(verified >= 2, "too few verified ({verified}) for the test to mean anything");
-}
-
-/// Attacking before the analysis finds every counterexample the default
-/// order finds, and never one for a property the analysis verifies.
-pub fn attack_first_consistent<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
-    let mut rng = SplitMix(23);
-    let (mut verified, mut falsified) = (0, 0);
-    for k in 0..16 {
-        let net = match k % 2 {
-            0 => random_mlp(&mut rng, &[6, 16, 16, 4]),
-            _ => random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3),
-        };
-        let n_in = net.input_shape().numel();
-        let input = random_box(&mut rng, n_in, 0.01 * (1 + k % 4) as f64);
-        let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
-            .expect("prop");
-        let after = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare").analyze(&prop).expect("run");
-        let first = Analyzer::<B, T>::new(&net, be, Options { attack_first: true, ..opts(arith) })
-            .expect("prepare")
-            .analyze(&prop)
-            .expect("run");
-        let fals = |v: &Verdict| matches!(v, Verdict::Falsified(_));
-        assert!(!(after.verdict == Verdict::Verified && fals(&first.verdict)), "net {k}: verified and falsified");
-        assert!(!fals(&after.verdict) || fals(&first.verdict), "net {k}: attack-first missed a counterexample");
-        verified += (after.verdict == Verdict::Verified) as usize;
-        falsified += fals(&first.verdict) as usize;
-    }
-    assert!(verified >= 1 && falsified >= 1, "weak test: {verified} verified, {falsified} falsified");
-}
-
-/// Batched inference and input gradients on the backend equal the host's
-/// f64 reference at random points, for every kind of test net.
-pub fn inference_matches_host<B: Backend<T>, T: Fp>(be: &B) {
-    let mut rng = SplitMix(31);
-    let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-10 };
-    for k in 0..10 {
-        let net = match k % 5 {
-            0 => random_mlp(&mut rng, &[5, 12, 9, 4]),
-            1 => random_resnet(&mut rng, Shape::new(2, 6, 6), 3, 4),
-            2 => random_pool_concat(&mut rng, Shape::new(2, 6, 6), 3, 4),
-            3 => random_maxpool(&mut rng, Shape::new(1, 8, 8), 2, 3),
-            _ => random_sigmoid_mlp(&mut rng, &[5, 12, 9, 4]),
-        };
-        let (n_in, n_out, p) = (net.input_shape().numel(), net.output_shape().numel(), 5);
-        let xs: Vec<f64> = (0..p * n_in).map(|_| rng.weight(1.0)).collect();
-        let seeds: Vec<f64> = (0..p * n_out).map(|_| rng.weight(1.0)).collect();
-        let a = Analyzer::<B, T>::new(&net, be, Options::default()).expect("prepare");
-        let ys = a.infer_outputs(&xs, p).expect("infer");
-        let gs = a.input_gradients(&xs, &seeds, p).expect("gradients");
-        // Inputs are rounded to T first: the reference runs at those points.
-        let xt: Vec<f64> = xs.iter().map(|&v| T::from_f64_nearest(v).to_f64_exact()).collect();
-        for pt in 0..p {
-            let vals = crate::eval::eval_all::<f64>(&net, &xt[pt * n_in..(pt + 1) * n_in]);
-            let y = &vals[net.output()];
-            let g = crate::attack::reference_gradient(&net, &vals, &seeds[pt * n_out..(pt + 1) * n_out]);
-            let scale = 1.0 + y.iter().chain(&g).fold(0.0f64, |m, v| m.max(v.abs()));
-            for (o, &yo) in y.iter().enumerate() {
-                let got = ys[pt * n_out + o];
-                assert!((got - yo).abs() <= tol * scale, "net {k} point {pt} output {o}: {got} vs {yo}");
-            }
-            for (i, &gi) in g.iter().enumerate() {
-                let got = gs[pt * n_in + i];
-                assert!((got - gi).abs() <= tol * scale, "net {k} point {pt} gradient {i}: {got} vs {gi}");
-            }
-            assert!(g.iter().any(|&v| v != 0.0) || k % 5 == 3, "net {k}: a zero gradient tests nothing");
-        }
-    }
-}
-
-/// The batched attack finds counterexamples that only gradient steps
-/// reach (the box centre is safe), confirmed in float32, and leaves the
-/// robust properties of the same batch verified.
-pub fn attack_finds_hidden_counterexamples<B: Backend<T>, T: Fp>(be: &B) {
-    // y0 = x, y1 = 0.5: label 0 fails exactly for x < 0.5.
-    let mut net = Network::new(Shape::flat(1));
-    let dense = crate::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 };
-    net.push("d", dense, &[0]).expect("net");
-    let boxes = [(0.4, 1.0), (0.6, 1.0), (0.45, 0.9), (0.49, 0.8), (0.55, 0.7)];
-    let props: Vec<Property> = boxes
-        .iter()
-        .map(|&(l, h)| Property::robustness("p", InputBox::new(vec![l], vec![h]).expect("box"), 0, 2).expect("prop"))
-        .collect();
-    let refs: Vec<&Property> = props.iter().collect();
-    for attack_first in [false, true] {
-        let a = Analyzer::<B, T>::new(&net, be, Options { attack_first, ..Options::default() }).expect("prepare");
-        let out = a.analyze_batch(&refs);
-        for (((l, h), o), p) in boxes.iter().zip(out).zip(&props) {
-            let o = o.expect("analysis");
-            match o.verdict {
-                Verdict::Falsified(cex) => {
-                    assert!(*l < 0.5, "box [{l}, {h}] is robust");
-                    let x = cex.input[0] as f64;
-                    assert!(x >= *l && x <= *h && cex.output[0] <= cex.output[1], "{cex:?}");
-                    assert!(crate::attack::check_f32(&net, &p.subproblems[0], &cex.input).is_some());
-                }
-                Verdict::Verified => assert!(*l > 0.5, "box [{l}, {h}] verified"),
-                v => panic!("box [{l}, {h}] (attack_first {attack_first}): {v:?}"),
-            }
-        }
-    }
 }
 
 /// Concrete inference at random points and corners stays inside every
