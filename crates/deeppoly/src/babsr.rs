@@ -1,14 +1,14 @@
 //! BaBSR's backward pass for a block of leaves at once: per node from the
 //! first ReLU on, the coefficient of each leaf's objective `c·y` on that
 //! node's values, backsubstituted through the ReLU relaxations of the
-//! leaf's own bounds. The leaves are lanes of `[f64; LANES]`, so every
-//! weight is read once per block and the lanes' updates vectorise. Each
-//! lane takes the same operations in the same order as a pass of its own
-//! (`eval::backpropagate`), so its coefficients are bit for bit those,
-//! zeros' signs aside. In f64 without rounding: it steers the search only.
+//! leaf's own bounds. The leaves are lanes of `[f64; L]` in
+//! `eval::backpropagate` (`eval::Coef`), so every weight is read once per
+//! block and the lanes' updates vectorise. Each lane takes the same
+//! operations in the same order as a pass of its own, so its coefficients
+//! are bit for bit those, zeros' signs aside. In f64 without rounding: it
+//! steers the search only.
 
 use crate::batch::NodeBounds;
-use crate::eval::conv_runs;
 use crate::ir::{Network, Op};
 use crate::relax::{ReluLower, relu_relax};
 use polycert_interval::Fp;
@@ -20,11 +20,11 @@ pub(crate) const LANES: usize = 8;
 pub(crate) type LeafObjective<'l, T> = (&'l NodeBounds<T>, &'l [f64]);
 
 /// Per node, per neuron, each leaf's coefficient (lane `k` of `L` for
-/// `leaves[k]`, a pair of node bounds and objective). Only ReLU nodes keep
-/// theirs, and nodes below the first ReLU's output stay zero: the scores
-/// need nothing else, and on a fully connected net the first layer is the
-/// largest. Other nonlinearities pass by their slope at the bounds'
-/// midpoint; pooling stops the pass. At most `L` leaves.
+/// `leaves[k]`, a pair of node bounds and objective). Nodes below the first
+/// ReLU's output stay zero: the scores need nothing below it, and on a
+/// fully connected net the first layer is the largest. Other
+/// nonlinearities pass by their slope at the bounds' midpoint; pooling
+/// stops the pass. At most `L` leaves.
 pub(crate) fn relaxed_coefficients<T: Fp, const L: usize>(
     net: &Network,
     leaves: &[LeafObjective<'_, T>],
@@ -36,85 +36,34 @@ pub(crate) fn relaxed_coefficients<T: Fp, const L: usize>(
     for (k, (_, c)) in leaves.iter().enumerate() {
         coef[net.output()].iter_mut().zip(c.iter()).for_each(|(a, &v)| a[k] = v);
     }
-    let Some(first_relu) = nodes.iter().position(|n| n.op == Op::Relu) else {
-        return coef;
-    };
-    for id in (first_relu + 1..=net.output()).rev() {
-        let node = &nodes[id];
-        let g = std::mem::take(&mut coef[id]);
-        let x0 = node.inputs[0];
-        match &node.op {
-            Op::Dense { weight, .. } => {
-                let n = coef[x0].len();
-                let gx = &mut coef[x0];
-                for (i, gi) in g.iter().enumerate().filter(|(_, gi)| gi.iter().any(|&v| v != 0.0)) {
-                    for (a, &w) in gx.iter_mut().zip(&weight[i * n..(i + 1) * n]) {
-                        add_scaled(a, gi, w);
-                    }
-                }
-            }
-            Op::Conv2d(c) => {
-                let (si, so, sw) = (nodes[x0].shape, node.shape, c.stride.1);
-                let gx = &mut coef[x0];
-                conv_runs(c, si, so, |w, o, i, n| {
-                    for (t, gt) in g[o..o + n].iter().enumerate() {
-                        add_scaled(&mut gx[i + t * sw], gt, w);
-                    }
-                });
-            }
-            Op::Add => {
-                for &k in &node.inputs {
-                    coef[k].iter_mut().zip(&g).for_each(|(a, v)| add_scaled(a, v, 1.0));
-                }
-            }
-            Op::Reshape => coef[x0].iter_mut().zip(&g).for_each(|(a, v)| add_scaled(a, v, 1.0)),
-            Op::ChannelAffine { mul, .. } => {
-                let hw = (node.shape.h * node.shape.w).max(1);
-                let gx = &mut coef[x0];
-                gx.iter_mut().zip(&g).enumerate().for_each(|(j, (a, v))| add_scaled(a, v, mul[j / hw].midpoint()));
-            }
-            Op::Concat => {
-                let mut off = 0;
-                for &k in &node.inputs {
-                    let n = coef[k].len();
-                    coef[k].iter_mut().zip(&g[off..off + n]).for_each(|(a, v)| add_scaled(a, v, 1.0));
-                    off += n;
-                }
-            }
-            Op::Relu => {
-                for (k, (b, _)) in leaves.iter().enumerate() {
-                    let (lo, hi) = &b[x0];
-                    for (j, (a, gj)) in coef[x0].iter_mut().zip(&g).enumerate() {
+    let first_relu = nodes.iter().position(|n| n.op == Op::Relu);
+    crate::eval::backpropagate(net, &mut coef, |id, g, gx| {
+        if Some(id) == first_relu {
+            return false;
+        }
+        let x0 = nodes[id].inputs[0];
+        for (k, (b, _)) in leaves.iter().enumerate() {
+            let (lo, hi) = &b[x0];
+            match nodes[id].op {
+                Op::Relu => {
+                    for (j, (a, gj)) in gx.iter_mut().zip(g).enumerate() {
                         let r = relu_relax(lo[j], hi[j], lower);
                         a[k] += gj[k] * if gj[k] >= 0.0 { r.lam_lo } else { r.lam_up }.to_f64_exact();
                     }
                 }
-            }
-            Op::Sigmoid => {
-                for (k, (b, _)) in leaves.iter().enumerate() {
-                    let (lo, hi) = &b[x0];
-                    for (j, (a, gj)) in coef[x0].iter_mut().zip(&g).enumerate() {
+                Op::Sigmoid => {
+                    for (j, (a, gj)) in gx.iter_mut().zip(g).enumerate() {
                         let m = (lo[j].to_f64_exact() + hi[j].to_f64_exact()) / 2.0;
                         let s = 1.0 / (1.0 + (-m).exp());
                         a[k] += gj[k] * s * (1.0 - s);
                     }
                 }
+                _ => {}
             }
-            Op::Input | Op::MaxPool2d(_) | Op::AvgPool2d(_) => {}
         }
-        if node.op == Op::Relu {
-            coef[id] = g;
-        }
-    }
+        true
+    });
     coef
-}
-
-/// `a += w·g`, lane by lane (the product as `g·w`, as a pass of its own).
-#[inline(always)]
-fn add_scaled<const L: usize>(a: &mut [f64; L], g: &[f64; L], w: f64) {
-    for (x, &v) in a.iter_mut().zip(g) {
-        *x += v * w;
-    }
 }
 
 #[cfg(test)]

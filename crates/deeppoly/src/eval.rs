@@ -149,6 +149,37 @@ pub fn eval_node<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]]) -> Vec<F>
     }
 }
 
+/// One value's backpropagated coefficient: an `f64`, or one per lane of
+/// a block of objectives (`babsr.rs`), each lane taking the same
+/// operations in the same order as an `f64` pass of its own.
+pub(crate) trait Coef: Clone {
+    fn is_zero(&self) -> bool;
+    /// `self += g·w`.
+    fn add_scaled(&mut self, g: &Self, w: f64);
+}
+
+impl Coef for f64 {
+    fn is_zero(&self) -> bool {
+        *self == 0.0
+    }
+    #[inline(always)]
+    fn add_scaled(&mut self, g: &Self, w: f64) {
+        *self += g * w;
+    }
+}
+
+impl<const L: usize> Coef for [f64; L] {
+    fn is_zero(&self) -> bool {
+        self.iter().all(|&v| v == 0.0)
+    }
+    #[inline(always)]
+    fn add_scaled(&mut self, g: &Self, w: f64) {
+        for (x, &v) in self.iter_mut().zip(g) {
+            *x += v * w;
+        }
+    }
+}
+
 /// Backpropagates per-node coefficients (`coef[k]`: one per value of node
 /// `k`, set by the caller) from the output to the input. The affine layers
 /// are exact (a ChannelAffine at its midpoint); `local(id, g, gx)` adds the
@@ -156,10 +187,10 @@ pub fn eval_node<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]]) -> Vec<F>
 /// into its input's `gx`, and returns `false` to stop (then `false` is
 /// returned and the coefficients below are incomplete). Every node keeps its
 /// own coefficients.
-pub(crate) fn backpropagate(
+pub(crate) fn backpropagate<E: Coef>(
     net: &Network,
-    coef: &mut [Vec<f64>],
-    mut local: impl FnMut(usize, &[f64], &mut [f64]) -> bool,
+    coef: &mut [Vec<E>],
+    mut local: impl FnMut(usize, &[E], &mut [E]) -> bool,
 ) -> bool {
     for id in (1..=net.output()).rev() {
         let node = net.node(id);
@@ -168,8 +199,8 @@ pub(crate) fn backpropagate(
         let go_on = match &node.op {
             Op::Dense { weight, .. } => {
                 let n = coef[x0].len();
-                for (i, &gi) in g.iter().enumerate().filter(|(_, gi)| **gi != 0.0) {
-                    coef[x0].iter_mut().zip(&weight[i * n..(i + 1) * n]).for_each(|(a, w)| *a += gi * w);
+                for (i, gi) in g.iter().enumerate().filter(|(_, gi)| !gi.is_zero()) {
+                    coef[x0].iter_mut().zip(&weight[i * n..(i + 1) * n]).for_each(|(a, &w)| a.add_scaled(gi, w));
                 }
                 true
             }
@@ -177,32 +208,32 @@ pub(crate) fn backpropagate(
                 let (si, so, sw) = (net.node(x0).shape, node.shape, c.stride.1);
                 let gx = &mut coef[x0];
                 conv_runs(c, si, so, |w, o, i, n| {
-                    for (t, &gt) in g[o..o + n].iter().enumerate() {
-                        gx[i + t * sw] += w * gt;
+                    for (t, gt) in g[o..o + n].iter().enumerate() {
+                        gx[i + t * sw].add_scaled(gt, w);
                     }
                 });
                 true
             }
             Op::Add => {
                 for &k in &node.inputs {
-                    coef[k].iter_mut().zip(&g).for_each(|(a, &v)| *a += v);
+                    coef[k].iter_mut().zip(&g).for_each(|(a, v)| a.add_scaled(v, 1.0));
                 }
                 true
             }
             Op::Reshape => {
-                coef[x0].iter_mut().zip(&g).for_each(|(a, &v)| *a += v);
+                coef[x0].iter_mut().zip(&g).for_each(|(a, v)| a.add_scaled(v, 1.0));
                 true
             }
             Op::ChannelAffine { mul, .. } => {
                 let hw = (node.shape.h * node.shape.w).max(1);
-                coef[x0].iter_mut().zip(&g).enumerate().for_each(|(j, (a, &v))| *a += v * mul[j / hw].midpoint());
+                coef[x0].iter_mut().zip(&g).enumerate().for_each(|(j, (a, v))| a.add_scaled(v, mul[j / hw].midpoint()));
                 true
             }
             Op::Concat => {
                 let mut off = 0;
                 for &k in &node.inputs {
                     let n = coef[k].len();
-                    coef[k].iter_mut().zip(&g[off..off + n]).for_each(|(a, &v)| *a += v);
+                    coef[k].iter_mut().zip(&g[off..off + n]).for_each(|(a, v)| a.add_scaled(v, 1.0));
                     off += n;
                 }
                 true
