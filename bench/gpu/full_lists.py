@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Per-GPU instance lists for bench/gpu/full.sh, balanced by expected time.
 
-Usage: full_lists.py GPUS OUTDIR RESULTS.csv... [--head K=SECONDS ...]
+Usage: full_lists.py GPUS OUTDIR RESULTS.csv... [K=SECONDS ...] [--factor=F]
 
 An instance's expected time is its seconds in the given polycert results CSVs (a solved row:
-1.3x + 2 s; an open or missing one: its timeout). Instances go longest first to the GPU with the
+F·x + 2 s, F = 1.3 by default, for rows timed alone on a machine: four processes on one host run
+solved instances up to 1.3x slower; an open or missing one: its timeout). Instances go longest first to the GPU with the
 least expected time (LPT); on each GPU the ones expected solved run first, so a run cut short loses
-the expected timeouts. `--head K=S` charges GPU K with S seconds of other work first (tests).
+the expected timeouts. `K=S` charges GPU K with S seconds of other work first (tests).
 Paths in OUTDIR/gK.csv are relative to OUTDIR, which must sit beside carry/bench (carry/full).
 """
 import csv
@@ -16,14 +17,15 @@ import sys
 
 def main(argv):
     gpus, outdir = int(argv[1]), argv[2]
-    heads = [a for a in argv[3:] if "=" in a and not a.endswith(".csv")]
+    factor = float(next((a.split("=")[1] for a in argv[3:] if a.startswith("--factor=")), 1.3))
+    heads = [a for a in argv[3:] if "=" in a and not a.endswith(".csv") and not a.startswith("--")]
     results = [a for a in argv[3:] if a.endswith(".csv")]
     seen = {}
     for path in results:
         for r in csv.DictReader(open(path)):
             key = (os.path.basename(r["onnx"]), os.path.basename(r["vnnlib"]))
             solved = r["result"] in ("sat", "unsat")
-            seen[key] = float(r["seconds"]) * 1.3 + 2 if solved else None
+            seen[key] = float(r["seconds"]) * factor + 2 if solved else None
     items = []
     for set_ in ("mnist_fc", "cifar10_resnet"):
         for onnx, vnnlib, timeout in csv.reader(open(f"carry/bench/{set_}/instances.csv")):
