@@ -127,8 +127,10 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             counterexample: cex,
             message: rec.error.clone().or_else(|| {
                 rec.search.map(|s| {
+                    // Positive only once every leaf is proved: the proof's margin.
+                    let what = if s.best_bound > 0.0 { "margin" } else { "weakest bound" };
                     format!(
-                        "{} splitting: {} leaves proved, {} open, weakest bound {:e}",
+                        "{} splitting: {} leaves proved, {} open, {what} {:e}",
                         s.branching, s.leaves_proved, s.leaves_open, s.best_bound
                     )
                 })

@@ -22,6 +22,7 @@ mod hostrows;
 pub mod infer;
 pub mod ir;
 pub(crate) mod lagrange;
+mod openlist;
 mod passes;
 pub mod pgd;
 mod picks;

@@ -47,7 +47,8 @@ pub struct Snapshot {
     pub leaves_proved: usize,
     /// Leaves it has left to analyse.
     pub leaves_open: usize,
-    /// Its weakest open leaf's bound after the latest round.
+    /// Its weakest bound: the smallest bound among the leaves it has not
+    /// proved (`SearchStats::best_bound`), as of the latest round taken.
     pub weakest: f64,
     /// While a search root is stabilised: the node whose unstable inputs
     /// are searched, how many they are, and how many inputs were made

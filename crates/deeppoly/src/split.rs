@@ -32,16 +32,26 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Progress of a search: leaves proved (with `Stabilize::Auto`, those of
-/// its plain stage too), leaves left open, and the weakest open leaf's
-/// bound (the largest lower bound among the half-spaces of its weakest
-/// disjunct; the sub-problem is proved once every leaf's is > 0).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+/// its plain stage too), leaves left open, and its bound.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct SearchStats {
     /// What is split: "input" or "ReLU".
     pub branching: &'static str,
     pub leaves_proved: usize,
     pub leaves_open: usize,
+    /// A leaf's bound is the largest lower bound among the half-spaces of
+    /// its weakest disjunct (it is proved once that is > 0). While leaves
+    /// are left unproved: the smallest of theirs (`openlist.rs`; a leaf not
+    /// analysed counts with its parent's, a root not analysed with −∞).
+    /// Once every leaf is proved: the smallest margin (> 0) by which a leaf
+    /// closed a disjunct. Over several sub-problems, the smallest of theirs.
     pub best_bound: f64,
+}
+
+impl Default for SearchStats {
+    fn default() -> Self {
+        Self { branching: "", leaves_proved: 0, leaves_open: 0, best_bound: f64::INFINITY }
+    }
 }
 
 /// The most splits of a leaf that refines with its root's slope tables
@@ -147,6 +157,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         stats: &mut SearchStats,
     ) -> Result<Search, AnalysisError> {
         let Some(how) = self.branching() else {
+            // Nothing to split: its root stays open, its bound unknown here.
+            stats.best_bound = f64::NEG_INFINITY;
             return Ok(Search::Open { timed_out: false });
         };
         let stabilize = match self.opts.stabilize {
@@ -175,6 +187,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (prior, inter) = match prior.transpose() {
             Err(AnalysisError::Timeout) => {
                 stats.branching = "ReLU";
+                stats.best_bound = f64::NEG_INFINITY;
                 stats.leaves_open += sp.unsafe_region.len().max(1);
                 return Ok(Search::Open { timed_out: true });
             }
@@ -202,7 +215,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok(None);
         }
         stats.leaves_open += first.leaves_open;
-        stats.best_bound = first.best_bound;
+        stats.best_bound = stats.best_bound.min(first.best_bound);
         Ok(Some(r))
     }
 
@@ -225,6 +238,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         tally: &mut RootTally,
     ) -> Result<Search, AnalysisError> {
         let Some(how) = self.branching() else {
+            // Nothing to split: its root stays open, its bound unknown here.
+            stats.best_bound = f64::NEG_INFINITY;
             return Ok(Search::Open { timed_out: false });
         };
         let cap = self.batch_capacity().max(2);
@@ -296,6 +311,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             // A proved or dropped leaf is done; an open one once split.
             done: leaves.iter().enumerate().map(|(i, l)| (l.root, !keep[i] || res[i].1)).collect(),
             proved: (0..leaves.len()).filter(|&i| keep[i] && res[i].1).count(),
+            closed: (0..leaves.len())
+                .filter(|&i| keep[i])
+                .map(|i| closed_margin(&refs[i].unsafe_region, &res[i].0))
+                .fold(f64::INFINITY, f64::min),
             ..Round::default()
         };
         if todo.is_empty() {
@@ -315,7 +334,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok(round);
         }
         let weak: Vec<f64> = sps.iter().zip(&lbs).map(|(sp, l)| weakest(&sp.unsafe_region, l)).collect();
-        round.best_bound = Some(weak.iter().copied().fold(f64::INFINITY, f64::min));
         let mut bounds: Vec<Option<NodeBounds<T>>> = bounds.into_iter().map(Some).collect();
         let children = match how {
             Branching::Inputs => {
@@ -358,6 +376,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // proved any more, but the other leaves may still falsify it.
         match children {
             Ok((children, stuck)) => {
+                let weak_of = |i: usize| todo.iter().position(|&t| t == i).map_or(f64::NEG_INFINITY, |k| weak[k]);
+                round.stuck_weakest = stuck.iter().map(|&i| weak_of(i)).fold(f64::INFINITY, f64::min);
                 round.stuck = stuck.into_iter().map(|i| leaves[i].root).collect();
                 round.split = todo.iter().map(|&i| leaves[i].root).collect();
                 round.children = children;
@@ -442,6 +462,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
         for ((((sp, cands), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
+            // The children's bound until they are analysed: their parent's.
+            let parent_weakest = weakest(&sp.unsafe_region, l);
             let Some(b) = bounds[i].take() else {
                 stuck.push(i);
                 continue;
@@ -474,7 +496,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         (Some(parent.clone()), Some(s.node), warm.0.clone(), warm.1.clone());
                     let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
                     let sp = (*sp).clone();
-                    let weakest = f64::NEG_INFINITY;
+                    let weakest = parent_weakest;
                     let root = leaves[i].root;
                     out.push(Leaf { sp, prior, after, splits, betas, slopes, inter, weakest, pick, root });
                 }
@@ -544,6 +566,22 @@ fn midpoint(l: f64, h: f64) -> Option<f64> {
 /// smallest over the disjuncts that are not closed (`lbs` flattened).
 pub(crate) fn weakest(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> f64 {
     unproved_disjuncts(region, lbs).into_iter().map(|(_, _, best)| best).fold(f64::INFINITY, f64::min)
+}
+
+/// The same, over the disjuncts that are closed (their bound > 0; `∞`: none).
+pub(crate) fn closed_margin(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> f64 {
+    let mut at = 0;
+    let mut m = f64::INFINITY;
+    for conj in region {
+        let best = lbs
+            .get(at..at + conj.len())
+            .map_or(f64::NEG_INFINITY, |l| l.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        at += conj.len();
+        if best > 0.0 {
+            m = m.min(best);
+        }
+    }
+    m
 }
 
 /// In the weakest open disjunct, the half-space with the largest lower

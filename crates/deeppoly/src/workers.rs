@@ -16,6 +16,7 @@ use crate::analysis::{AnalysisError, Analyzer};
 use crate::backend::{Backend, BackendError};
 use crate::falsify::Share;
 use crate::gate::RefineGate;
+use crate::openlist::{OpenList, weakest_of};
 use crate::property::{Counterexample, SubProblem};
 use crate::split::{Branching, Leaf, RootTally, Search, SearchStats};
 use polycert_interval::Fp;
@@ -50,7 +51,6 @@ pub(crate) struct WorkerState {
 }
 
 /// What one round did to its leaves.
-#[derive(Default)]
 pub(crate) struct Round<T> {
     /// Per leaf analysed: its root, and whether it is done (proved, or
     /// dropped with its parent's other candidate).
@@ -61,18 +61,41 @@ pub(crate) struct Round<T> {
     /// The roots of the leaves that could not be split.
     pub stuck: Vec<usize>,
     pub children: Vec<Leaf<T>>,
-    /// The weakest bound among the round's open leaves.
-    pub best_bound: Option<f64>,
+    /// The smallest bound of the leaves that could not be split (`∞`: none).
+    pub stuck_weakest: f64,
+    /// The smallest margin by which a kept leaf closed a disjunct (`∞`: none).
+    pub closed: f64,
     pub falsified: Option<Counterexample>,
+}
+
+impl<T> Default for Round<T> {
+    fn default() -> Self {
+        Self {
+            done: Vec::new(),
+            proved: 0,
+            split: Vec::new(),
+            stuck: Vec::new(),
+            children: Vec::new(),
+            stuck_weakest: f64::INFINITY,
+            closed: f64::INFINITY,
+            falsified: None,
+        }
+    }
 }
 
 /// The shared open list and the search's accounting.
 struct Pool<'t, T> {
-    open: Vec<Leaf<T>>,
+    open: OpenList<T>,
     /// Leaves that cannot be split, or of a root given up.
     stuck: usize,
     /// Leaves of rounds cut short by the deadline (still open).
     lost: usize,
+    /// The smallest bound of the stuck and lost leaves (`openlist.rs`).
+    floor: f64,
+    /// The smallest bound of each round in flight.
+    inflight: Vec<f64>,
+    /// The smallest margin by which a leaf closed a disjunct.
+    closed: f64,
     analysed: usize,
     /// Rounds in flight.
     busy: usize,
@@ -92,14 +115,23 @@ struct Shared<'t, 's, T> {
     workers: AtomicUsize,
 }
 
+impl<T> Pool<'_, T> {
+    /// The search's weakest bound now (`openlist.rs`): `∞` once no leaf is
+    /// left unproved.
+    fn weakest(&self) -> f64 {
+        self.inflight.iter().fold(self.open.weakest().min(self.floor), |m, &b| m.min(b))
+    }
+}
+
 impl<'t, T> Shared<'t, '_, T> {
     fn lock(&self) -> MutexGuard<'_, Pool<'t, T>> {
         // A worker that panicked leaves the pool as it was: carry on.
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The next round's leaves, or `None` once the search is over.
-    fn take(&self) -> Option<Vec<Leaf<T>>> {
+    /// The next round's leaves and their smallest bound, or `None` once
+    /// the search is over.
+    fn take(&self) -> Option<(Vec<Leaf<T>>, f64)> {
         let plan = self.plan;
         let mut p = self.lock();
         loop {
@@ -113,7 +145,7 @@ impl<'t, T> Shared<'t, '_, T> {
                 p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
-            self.live.round(p.stats.leaves_proved, p.open.len() + p.stuck, p.stats.best_bound);
+            self.live.round(p.stats.leaves_proved, p.open.len() + p.stuck, p.weakest());
             let late = plan.deadline.is_some_and(|d| Instant::now() >= d);
             if late || (plan.deadline.is_none() && p.analysed >= plan.budget) {
                 p.end = Some(Ok(Search::Open { timed_out: late }));
@@ -124,17 +156,18 @@ impl<'t, T> Shared<'t, '_, T> {
             // short; input leaves weakest first (a few inputs keep the list
             // small), which is also where counterexamples are.
             if plan.how == Branching::Inputs {
-                p.open.sort_by(|a, b| b.weakest.total_cmp(&a.weakest));
+                p.open.sort_weakest_on_top();
             }
             if p.tally.limit < usize::MAX {
                 let p = &mut *p;
                 let before = p.open.len();
                 let tally = &mut *p.tally;
-                p.open.retain(|l| {
+                let dropped = p.open.retain(|l| {
                     let over = tally.analysed[l.root] >= tally.limit;
                     tally.stuck[l.root] |= over;
                     !over
                 });
+                p.floor = p.floor.min(dropped);
                 // Leaves of a root given up stay open.
                 p.stuck += before - p.open.len();
                 if p.open.is_empty() {
@@ -147,29 +180,38 @@ impl<'t, T> Shared<'t, '_, T> {
             let share = p.open.len().div_ceil(self.workers.load(Ordering::Relaxed)).max(MIN_ROUND);
             let take = plan.cap.min(share);
             let mut cut = p.open.len().saturating_sub(take);
-            while cut > 0 && p.open[cut].pick.is_some_and(|a| p.open[cut - 1].pick.is_some_and(|b| b.0 == a.0)) {
+            let open = p.open.leaves();
+            while cut > 0 && open[cut].pick.is_some_and(|a| open[cut - 1].pick.is_some_and(|b| b.0 == a.0)) {
                 cut -= 1;
             }
             p.busy += 1;
-            return Some(p.open.split_off(cut));
+            let leaves = p.open.split_off(cut);
+            let weakest = weakest_of(&leaves);
+            p.inflight.push(weakest);
+            return Some((leaves, weakest));
         }
     }
 
-    /// Records a round of `n` leaves.
-    fn apply(&self, n: usize, r: Result<Round<T>, AnalysisError>) {
+    /// Records a round of `n` leaves whose smallest bound was `weakest`.
+    fn apply(&self, (n, weakest): (usize, f64), r: Result<Round<T>, AnalysisError>) {
         let mut p = self.lock();
         let p = &mut *p;
         p.busy -= 1;
+        if let Some(k) = p.inflight.iter().position(|b| b.to_bits() == weakest.to_bits()) {
+            p.inflight.swap_remove(k);
+        }
         self.wake.notify_all();
         let r = match r {
             Ok(r) => r,
             Err(AnalysisError::Timeout) => {
                 p.lost += n;
+                p.floor = p.floor.min(weakest);
                 p.end.get_or_insert(Ok(Search::Open { timed_out: true }));
                 return;
             }
             Err(e) => {
                 p.lost += n;
+                p.floor = p.floor.min(weakest);
                 if !matches!(p.end, Some(Err(_))) {
                     p.end = Some(Err(e));
                 }
@@ -186,14 +228,15 @@ impl<'t, T> Shared<'t, '_, T> {
             }
         }
         if let Some(c) = r.falsified {
+            // Its leaves are not proved: a counterexample lies in one.
+            p.floor = p.floor.min(weakest);
             if !matches!(p.end, Some(Ok(Search::Falsified(_)))) {
                 p.end = Some(Ok(Search::Falsified(c)));
             }
             return;
         }
-        if let Some(b) = r.best_bound {
-            p.stats.best_bound = b;
-        }
+        p.closed = p.closed.min(r.closed);
+        p.floor = p.floor.min(r.stuck_weakest);
         p.stuck += r.stuck.len();
         r.stuck.into_iter().for_each(|root| p.tally.stuck[root] = true);
         r.split.into_iter().for_each(|root| p.tally.outstanding[root] -= 1);
@@ -220,7 +263,21 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<Search, AnalysisError> {
         let forks = self.forks(self.worker_count() - 1)?;
         let proofs_only = tally.proofs_only;
-        let pool = Pool { open, stuck: 0, lost: 0, analysed: 0, busy: 0, end: None, stats, tally };
+        let open = OpenList::new(open);
+        let (floor, closed) = (f64::INFINITY, f64::INFINITY);
+        let pool = Pool {
+            open,
+            stuck: 0,
+            lost: 0,
+            floor,
+            inflight: Vec::new(),
+            closed,
+            analysed: 0,
+            busy: 0,
+            end: None,
+            stats,
+            tally,
+        };
         let shared = Shared {
             pool: Mutex::new(pool),
             wake: Condvar::new(),
@@ -248,7 +305,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             self.work(&shared);
         });
         self.relaxed_clock.borrow_mut().shared = opts.host_shared;
-        let Pool { open, stuck, lost, end, stats, .. } = shared.pool.into_inner().unwrap_or_else(|e| e.into_inner());
+        let pool = shared.pool.into_inner().unwrap_or_else(|e| e.into_inner());
+        let weakest = pool.weakest();
+        let Pool { open, stuck, lost, end, stats, closed, .. } = pool;
+        // Unproved leaves left: the weakest of them; else the proof's margin.
+        stats.best_bound = stats.best_bound.min(if weakest < f64::INFINITY { weakest } else { closed });
         match end {
             Some(Ok(Search::Open { timed_out })) => {
                 stats.leaves_open += open.len() + stuck + lost;
@@ -287,7 +348,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             share: Share::new(),
             restarts: (Share::new(), 0),
         };
-        while let Some(leaves) = shared.take() {
+        while let Some((leaves, weakest)) = shared.take() {
             let n = leaves.len();
             // A panicking round ends the search with an error instead of
             // leaving the other workers waiting for its leaves.
@@ -295,7 +356,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 self.round(leaves, &mut w, plan, shared.proofs_only)
             }))
             .unwrap_or_else(|_| Err(BackendError::Failure("a search worker's round panicked".into()).into()));
-            shared.apply(n, r);
+            shared.apply((n, weakest), r);
         }
     }
 }

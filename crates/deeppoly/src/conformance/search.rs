@@ -109,6 +109,8 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     assert_eq!(split.verdict, Verdict::Verified);
     let s = split.search.expect("search ran");
     assert!(s.leaves_proved == 2 && s.leaves_open == 0, "{s:?}");
+    // Both sides are exact, y = |s|/2 ≥ 0: each closes y ≤ −1/4 by 1/4.
+    assert!(s.best_bound > 0.25 - 1e-5 && s.best_bound <= 0.25, "{s:?}");
     // The progress line saw the search: its root, its two leaves, its end.
     let p = progress.snapshot();
     assert!(!p.searching && p.rounds >= 3 && p.leaves_proved == 2 && p.leaves_open == 0, "{p:?}");
@@ -117,6 +119,9 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     assert!(!matches!(tie.verdict, Verdict::Verified), "{:?}", tie.verdict);
     let capped = run(Options { max_relu_leaves: 1, ..fixed.clone() }, -0.25);
     assert_eq!(capped.verdict, Verdict::Unknown);
+    // Its two open children count with their parent's bound, the root's.
+    let c = capped.search.expect("search ran");
+    assert!((c.best_bound - one_pass.lower_bounds[0]).abs() < 1e-9, "{c:?} against {:?}", one_pass.lower_bounds);
     // y = relu(s) − relu(s'), s' = s another neuron: the leaf s ≤ 0 ≤ s'
     // needs the split constraints in the bound (β on s cancels s').
     let mut twin = Network::new(Shape::flat(n));
@@ -399,6 +404,10 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     let (capped, s3) = run(2, 40);
     assert_eq!(capped, Verdict::Unknown, "{s3:?}");
     assert!(s3.leaves_open >= 1 && s3.leaves_proved < s1.leaves_proved, "{s3:?}");
+    // Proved: the smallest margin a leaf closed by; open: its open leaves'
+    // weakest bound, no better than the one a full search starts from.
+    assert!(s1.best_bound > 0.0 && s2.best_bound > 0.0, "{s1:?} {s2:?}");
+    assert!(s3.best_bound <= 0.0 && s3.best_bound.is_finite(), "{s3:?}");
     // The α/β clock counts the host as shared while the workers run, and
     // after them as `Options::host_shared` says.
     for host_shared in [false, true] {
