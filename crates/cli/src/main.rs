@@ -121,6 +121,11 @@ pub struct AnalysisArgs {
     /// 1: one at a time; the interval arithmetic always takes one).
     #[arg(long)]
     batch: Option<usize>,
+    /// Host threads for the parallel loops (default: `RAYON_NUM_THREADS`, else
+    /// every core this process may run on). Search workers and CUDA's own
+    /// threads come on top.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -192,6 +197,14 @@ impl AnalysisArgs {
     fn budget(&self) -> Option<usize> {
         self.memory_mb.map(|m| m << 20)
     }
+    /// Sizes the host's thread pool (`--threads`); before any parallel loop.
+    fn start_threads(&self) -> Result<()> {
+        let Some(n) = self.threads else { return Ok(()) };
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.into())
+            .build_global()
+            .with_context(|| format!("--threads {n}: cannot start the thread pool"))
+    }
 }
 
 #[derive(Args)]
@@ -214,6 +227,7 @@ struct VerifyArgs {
     /// Per-channel normalisation mean, comma separated.
     #[arg(long, value_delimiter = ',')]
     mean: Vec<f64>,
+    /// Per-channel normalisation standard deviation, comma separated.
     #[arg(long, value_delimiter = ',')]
     std: Vec<f64>,
     /// Verify only the first N images.
@@ -242,6 +256,7 @@ struct InputError(String);
 const DEFAULT_EPS: f64 = 0.03;
 
 fn verify(a: VerifyArgs) -> Result<bool> {
+    a.analysis.start_threads()?;
     let engine = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
     let (imported, model_name) = match &a.model {
         Some(p) => (model::load(p)?, p.display().to_string()),

@@ -96,6 +96,7 @@ pub fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
 }
 
 pub fn run(a: VnncompArgs) -> Result<bool> {
+    a.analysis.start_threads()?;
     let backend = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
     let instances = read_instances(&a.instances)?;
     let base = a.instances.parent().unwrap_or(Path::new(".")).to_path_buf();

@@ -56,6 +56,33 @@ fn embedded_default_runs_and_reports() {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", o.status);
 }
 
+/// `--threads N` sizes the host's pool: the same answers with one thread;
+/// 0 is refused before any work.
+#[test]
+fn threads_option_keeps_the_answers() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["verify", "--count", "30", "--backend", "cpu", "--json"];
+        args.extend_from_slice(extra);
+        let o = polycert(&args);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{:?} {}", o.status, String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        // Each line less its time: `"seconds":…,` cut out.
+        let untimed = |l: &str| {
+            let (head, tail) = l.split_once("\"seconds\":").expect("a time");
+            format!("{head}{}", tail.split_once(',').map_or("", |t| t.1))
+        };
+        out.lines().map(untimed).collect::<Vec<_>>()
+    };
+    let one = run(&["--threads", "1"]);
+    assert_eq!(one.len(), 30);
+    assert!(one.iter().all(|l| l.contains("\"result\":\"") && l.contains("lower_bounds")), "{one:?}");
+    assert_eq!(one, run(&[]));
+    let o = polycert(&["verify", "--count", "3", "--backend", "cpu", "--threads", "0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--threads") && !err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn json_lines_have_the_promised_fields() {
     let o = polycert(&["verify", "--count", "3", "--json", "--backend", "cpu"]);
