@@ -2,7 +2,6 @@
 
 use polycert_deeppoly::AffineForward;
 use polycert_interval::{DotAcc, FloatModel, Fp, Interval, fp, kernels};
-use rayon::prelude::*;
 
 /// `[lo, hi, bias_lo, bias_hi]` of one neuron from its accumulated dot
 /// product (bias not yet added).
@@ -45,12 +44,9 @@ pub fn forward_dense<T: Fp>(
     xhi: &[T],
     model: FloatModel,
 ) -> AffineForward<Vec<T>> {
-    let rows = (0..b.len())
-        .into_par_iter()
-        .map(|i| {
-            let acc = kernels::dot_planes(xlo, xhi, &w[i * n_in..(i + 1) * n_in]);
-            finish_affine(acc, b[i], model)
-        })
-        .collect();
+    let rows = crate::util::map_range(b.len(), b.len() * n_in, |i| {
+        let acc = kernels::dot_planes(xlo, xhi, &w[i * n_in..(i + 1) * n_in]);
+        finish_affine(acc, b[i], model)
+    });
     split(rows)
 }

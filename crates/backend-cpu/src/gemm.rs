@@ -4,7 +4,6 @@
 use crate::util::CpuMat;
 use polycert_deeppoly::{Geom, Shape};
 use polycert_interval::{Fp, Interval, kernels};
-use rayon::prelude::*;
 
 /// Rows per block (share each streamed row of `W`).
 const ROW_BLOCK: usize = 8;
@@ -17,7 +16,8 @@ pub fn dense_backsub<T: Fp>(a: &CpuMat<T>, w: &[T], n_in: usize, b_lo: &[T], b_h
     assert_eq!(w.len(), n_out * n_in, "dense_backsub: weight shape");
     let mut out = CpuMat::zeros(a.rows, n_in);
     let block_len = ROW_BLOCK * n_in.max(1);
-    out.lo.par_chunks_mut(block_len).zip(out.hi.par_chunks_mut(block_len)).enumerate().for_each(|(bi, (olo, ohi))| {
+    let work = a.rows * n_out * n_in;
+    crate::util::map_rows2((&mut out.lo, &mut out.hi), (block_len, work), |(bi, (olo, ohi))| {
         let r0 = bi * ROW_BLOCK;
         let nr = olo.len() / n_in.max(1);
         let tile = COL_TILE.min(n_in.max(1));

@@ -41,7 +41,7 @@ pub fn infer_dense<T: Fp>(w: &[T], b: &[T], n_in: usize, x: &[T], batch: usize) 
             false,
             false,
             false,
-            gemm::Parallelism::Rayon(0),
+            crate::util::gemm_threads(batch * n_out * n_in),
         );
     }
     Ok(y)

@@ -57,18 +57,22 @@ fn check_slots(what: &str, g: &Geom, tables: &[usize]) -> BResult<()> {
     g.check_tables(what, tables).map_err(BackendError::Failure)
 }
 
-/// `batch` stacked results of `f` over consecutive input slots of `n_in`.
+/// `batch` stacked results of `f` over consecutive input slots of `n_in`,
+/// `work` multiply-adds each: the slots run in parallel when they are worth
+/// it together ([`util::SERIAL_WORK`]), `f` in parallel when one is.
 fn forward_batched<T: Fp>(
     x: (&[T], &[T]),
-    n_in: usize,
+    (n_in, work): (usize, usize),
     batch: usize,
-    f: impl Fn(&[T], &[T]) -> AffineForward<Vec<T>>,
+    f: impl Fn(&[T], &[T]) -> AffineForward<Vec<T>> + Sync + Send,
 ) -> BResult<AffineForward<Vec<T>>> {
     check_len("forward input", x.0.len().min(x.1.len()), batch * n_in)?;
     let mut all = AffineForward { lo: Vec::new(), hi: Vec::new(), bias_lo: Vec::new(), bias_hi: Vec::new() };
-    for s in 0..batch {
+    let slots = util::map_range(batch, batch * work, |s| {
         let slot = s * n_in..(s + 1) * n_in;
-        let f = f(&x.0[slot.clone()], &x.1[slot]);
+        f(&x.0[slot.clone()], &x.1[slot])
+    });
+    for f in slots {
         all.lo.extend(f.lo);
         all.hi.extend(f.hi);
         all.bias_lo.extend(f.bias_lo);
@@ -322,7 +326,8 @@ impl<T: Fp> Backend<T> for CpuBackend {
         batch: usize,
         model: FloatModel,
     ) -> BResult<AffineForward<Vec<T>>> {
-        forward_batched((x.0, x.1), n_in, batch, |xl, xh| forward::forward_dense(w, b, n_in, xl, xh, model))
+        let work = b.len() * n_in;
+        forward_batched((x.0, x.1), (n_in, work), batch, |xl, xh| forward::forward_dense(w, b, n_in, xl, xh, model))
     }
     fn forward_conv(
         &self,
@@ -335,7 +340,9 @@ impl<T: Fp> Backend<T> for CpuBackend {
         model: FloatModel,
     ) -> BResult<AffineForward<Vec<T>>> {
         let n_in = input.numel();
-        forward_batched((x.0, x.1), n_in, batch, |xl, xh| conv::forward_conv(conv, w, b, input, xl, xh, model))
+        // At least a multiply-add per weight and input value.
+        let work = w.len().max(n_in);
+        forward_batched((x.0, x.1), (n_in, work), batch, |xl, xh| conv::forward_conv(conv, w, b, input, xl, xh, model))
     }
     fn infer_dense(&self, w: &Vec<T>, b: &Vec<T>, n_in: usize, x: &Vec<T>, batch: usize) -> BResult<Vec<T>> {
         infer::infer_dense(w, b, n_in, x, batch)

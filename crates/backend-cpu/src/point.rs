@@ -6,11 +6,11 @@ use crate::rowops::for_each_placed;
 use crate::util::{CpuPMat, column_of, for_each_in_window, lower_of, min_product, mul_outward, upper_of};
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, fp};
-use rayon::prelude::*;
 
-fn rows_mut<T: Fp>(m: &mut CpuPMat<T>) -> impl IndexedParallelIterator<Item = (usize, &mut [T])> {
-    let c = m.cols.max(1);
-    m.a.par_chunks_mut(c).enumerate()
+/// `f` over `(index, row)` of `m` (on the pool when it is large enough).
+fn map_rows<T: Fp, R: Send>(m: &mut CpuPMat<T>, f: impl Fn((usize, &mut [T])) -> R + Sync + Send) -> Vec<R> {
+    let work = m.a.len();
+    crate::util::map_rows(&mut m.a, (m.cols, work), f)
 }
 
 /// `g = fl(a·b)` and a bound on `|a·b − g|` for every `b ∈ [b_lo, b_hi]`.
@@ -66,29 +66,27 @@ fn diag_rows<T: Fp>(
 ) -> (CpuPMat<T>, Vec<f64>) {
     let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
     let cols = a.cols;
-    let cst = rows_mut(&mut out)
-        .map(|(row, o)| {
-            let ar = &a.a[row * cols..(row + 1) * cols];
-            let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
-            for_each_in_window(g, row, |j, i| {
-                if ar[j] == T::zero() {
-                    return;
-                }
-                let (gj, err, p) = f(ar[j], i);
-                o[j] = gj;
-                if err > 0.0 {
-                    e += err * r[i].to_f64_exact();
-                    ne += 1;
-                }
-                if p != 0.0 {
-                    s += p;
-                    m += p.abs();
-                    n += 1;
-                }
-            });
-            constant(n, s, m, ne, e)
-        })
-        .collect();
+    let cst = map_rows(&mut out, |(row, o)| {
+        let ar = &a.a[row * cols..(row + 1) * cols];
+        let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
+        for_each_in_window(g, row, |j, i| {
+            if ar[j] == T::zero() {
+                return;
+            }
+            let (gj, err, p) = f(ar[j], i);
+            o[j] = gj;
+            if err > 0.0 {
+                e += err * r[i].to_f64_exact();
+                ne += 1;
+            }
+            if p != 0.0 {
+                s += p;
+                m += p.abs();
+                n += 1;
+            }
+        });
+        constant(n, s, m, ne, e)
+    });
     (out, cst)
 }
 
@@ -138,36 +136,34 @@ fn point_relu_full<T: Fp>(
     let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
     let cols = a.cols;
     let (u2, eta4) = (2.0 * T::UNIT_ROUNDOFF, 4.0 * T::MIN_SUBNORMAL.to_f64_exact());
-    let cst = rows_mut(&mut out)
-        .map(|(row, o)| {
-            let ar = &a.a[row * cols..(row + 1) * cols];
-            let t = g.table_base(row)..g.table_base(row) + cols;
-            let (ll, lu, mu, rr) = (&lam.0[t.clone()], &lam.1[t.clone()], &mu_up[t.clone()], &r[t.clone()]);
-            let ml = mu_lo.map(|v| &v[t]);
-            let [s, m, e] = lane_sums(cols, |j| {
-                let aj = ar[j];
-                if aj == T::zero() {
-                    return [0.0; 3];
-                }
-                let l = if aj > T::zero() { ll[j] } else { lu[j] };
-                let gj = aj * l;
-                o[j] = gj;
-                // As `product(aj, l, l)`: exact for λ ∈ {0, 1}, else u·|g| + η/2 (doubled).
-                let err = if !gj.is_finite() {
-                    f64::INFINITY
-                } else if l == T::zero() || l == T::one() {
-                    0.0
-                } else {
-                    u2 * gj.to_f64_exact().abs() + eta4
-                };
-                let et = if err > 0.0 { err * rr[j].to_f64_exact() } else { 0.0 };
-                let c = if aj < T::zero() { mu[j] } else { ml.map_or(T::zero(), |v| v[j]) };
-                let p = aj.to_f64_exact() * c.to_f64_exact();
-                [p, p.abs(), et]
-            });
-            constant(cols, s, m, cols, e)
-        })
-        .collect();
+    let cst = map_rows(&mut out, |(row, o)| {
+        let ar = &a.a[row * cols..(row + 1) * cols];
+        let t = g.table_base(row)..g.table_base(row) + cols;
+        let (ll, lu, mu, rr) = (&lam.0[t.clone()], &lam.1[t.clone()], &mu_up[t.clone()], &r[t.clone()]);
+        let ml = mu_lo.map(|v| &v[t]);
+        let [s, m, e] = lane_sums(cols, |j| {
+            let aj = ar[j];
+            if aj == T::zero() {
+                return [0.0; 3];
+            }
+            let l = if aj > T::zero() { ll[j] } else { lu[j] };
+            let gj = aj * l;
+            o[j] = gj;
+            // As `product(aj, l, l)`: exact for λ ∈ {0, 1}, else u·|g| + η/2 (doubled).
+            let err = if !gj.is_finite() {
+                f64::INFINITY
+            } else if l == T::zero() || l == T::one() {
+                0.0
+            } else {
+                u2 * gj.to_f64_exact().abs() + eta4
+            };
+            let et = if err > 0.0 { err * rr[j].to_f64_exact() } else { 0.0 };
+            let c = if aj < T::zero() { mu[j] } else { ml.map_or(T::zero(), |v| v[j]) };
+            let p = aj.to_f64_exact() * c.to_f64_exact();
+            [p, p.abs(), et]
+        });
+        constant(cols, s, m, cols, e)
+    });
     (out, cst)
 }
 
@@ -217,58 +213,54 @@ pub fn point_maxpool<T: Fp>(
 ) -> (CpuPMat<T>, Vec<f64>) {
     let (cols, oc) = (a.cols, out.cols());
     let mut res = CpuPMat { rows: a.rows, cols: oc, a: vec![T::zero(); a.rows * oc] };
-    let cst = rows_mut(&mut res)
-        .map(|(row, o)| {
-            let ar = &a.a[row * cols..(row + 1) * cols];
-            let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
-            for_each_in_window(g, row, |j, i| {
-                let aj = ar[j];
-                if aj == T::zero() {
-                    return;
-                }
-                let target = if aj > T::zero() { sel.0[i] } else { sel.1[i] };
-                if target < T::zero() {
-                    let p = aj.to_f64_exact() * up[i].to_f64_exact();
-                    s += p;
-                    m += p.abs();
-                    n += 1;
-                    return;
-                }
-                let k = column_of(out, row, target);
-                let (sk, err) = sum_err(o[k], aj);
-                o[k] = sk;
-                if err != 0.0 {
-                    e += err * r[out.table_base(row) + target.to_f64_exact() as usize].to_f64_exact();
-                    ne += 1;
-                }
-            });
-            constant(n, s, m, ne, e)
-        })
-        .collect();
+    let cst = map_rows(&mut res, |(row, o)| {
+        let ar = &a.a[row * cols..(row + 1) * cols];
+        let (mut s, mut m, mut n, mut e, mut ne) = (0.0, 0.0, 0usize, 0.0, 0usize);
+        for_each_in_window(g, row, |j, i| {
+            let aj = ar[j];
+            if aj == T::zero() {
+                return;
+            }
+            let target = if aj > T::zero() { sel.0[i] } else { sel.1[i] };
+            if target < T::zero() {
+                let p = aj.to_f64_exact() * up[i].to_f64_exact();
+                s += p;
+                m += p.abs();
+                n += 1;
+                return;
+            }
+            let k = column_of(out, row, target);
+            let (sk, err) = sum_err(o[k], aj);
+            o[k] = sk;
+            if err != 0.0 {
+                e += err * r[out.table_base(row) + target.to_f64_exact() as usize].to_f64_exact();
+                ne += 1;
+            }
+        });
+        constant(n, s, m, ne, e)
+    });
     (res, cst)
 }
 
 /// `dst += src`; per row `−Σ|e_t|·r`, the rounding of the sums.
 pub fn point_add_into<T: Fp>(dst: &mut CpuPMat<T>, dg: &Geom, src: &CpuPMat<T>, sg: &Geom, r: &[T]) -> Vec<f64> {
     let sc = src.cols;
-    rows_mut(dst)
-        .map(|(row, o)| {
-            let sr = &src.a[row * sc..(row + 1) * sc];
-            let (mut e, mut ne) = (0.0, 0usize);
-            for_each_placed(dg, sg, row, |j, t, i| {
-                if sr[j] == T::zero() {
-                    return;
-                }
-                let (st, err) = sum_err(o[t], sr[j]);
-                o[t] = st;
-                if err != 0.0 {
-                    e += err * r[i].to_f64_exact();
-                    ne += 1;
-                }
-            });
-            constant(0, 0.0, 0.0, ne, e)
-        })
-        .collect()
+    map_rows(dst, |(row, o)| {
+        let sr = &src.a[row * sc..(row + 1) * sc];
+        let (mut e, mut ne) = (0.0, 0usize);
+        for_each_placed(dg, sg, row, |j, t, i| {
+            if sr[j] == T::zero() {
+                return;
+            }
+            let (st, err) = sum_err(o[t], sr[j]);
+            o[t] = st;
+            if err != 0.0 {
+                e += err * r[i].to_f64_exact();
+                ne += 1;
+            }
+        });
+        constant(0, 0.0, 0.0, ne, e)
+    })
 }
 
 /// Lower bound of `Σ g_j·x_j` per row over `x ∈ [lo, hi]`: one product per
@@ -276,35 +268,32 @@ pub fn point_add_into<T: Fp>(dst: &mut CpuPMat<T>, dg: &Geom, src: &CpuPMat<T>, 
 pub fn point_concretize<T: Fp>(a: &CpuPMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64> {
     let cols = a.cols;
     let full = g.is_full();
-    (0..a.rows)
-        .into_par_iter()
-        .map(|r| {
-            let ar = &a.a[r * cols..(r + 1) * cols];
-            if full {
-                // Branch-free lanes (zero coefficients skip infinite ends).
-                let t = g.table_base(r)..g.table_base(r) + cols;
-                let (lo, hi) = (&lo[t.clone()], &hi[t]);
-                let [s, m, _] = lane_sums(cols, |j| {
-                    let aj = ar[j];
-                    let x = if aj > T::zero() { lo[j] } else { hi[j] };
-                    let p = if aj == T::zero() { 0.0 } else { aj.to_f64_exact() * x.to_f64_exact() };
-                    [p, p.abs(), 0.0]
-                });
-                return constant(cols, s, m, 0, 0.0);
-            }
-            let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
-            for_each_in_window(g, r, |j, i| {
+    crate::util::map_range(a.rows, a.rows * cols, |r| {
+        let ar = &a.a[r * cols..(r + 1) * cols];
+        if full {
+            // Branch-free lanes (zero coefficients skip infinite ends).
+            let t = g.table_base(r)..g.table_base(r) + cols;
+            let (lo, hi) = (&lo[t.clone()], &hi[t]);
+            let [s, m, _] = lane_sums(cols, |j| {
                 let aj = ar[j];
-                if aj == T::zero() {
-                    return;
-                }
-                let x = if aj > T::zero() { lo[i] } else { hi[i] };
-                let p = aj.to_f64_exact() * x.to_f64_exact();
-                s += p;
-                m += p.abs();
-                n += 1;
+                let x = if aj > T::zero() { lo[j] } else { hi[j] };
+                let p = if aj == T::zero() { 0.0 } else { aj.to_f64_exact() * x.to_f64_exact() };
+                [p, p.abs(), 0.0]
             });
-            constant(n, s, m, 0, 0.0)
-        })
-        .collect()
+            return constant(cols, s, m, 0, 0.0);
+        }
+        let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
+        for_each_in_window(g, r, |j, i| {
+            let aj = ar[j];
+            if aj == T::zero() {
+                return;
+            }
+            let x = if aj > T::zero() { lo[i] } else { hi[i] };
+            let p = aj.to_f64_exact() * x.to_f64_exact();
+            s += p;
+            m += p.abs();
+            n += 1;
+        });
+        constant(n, s, m, 0, 0.0)
+    })
 }

@@ -20,28 +20,25 @@ pub fn affine_constants<T: Fp>(a: &CpuPMat<T>, g: &Geom, b: (&[T], &[T]), wr: &[
     let gamma = model.gamma(m);
     let eta_m = fp::mul_up((m + 2) as f64, model.min_subnormal);
     let cols = a.cols;
-    (0..a.rows)
-        .into_par_iter()
-        .map(|r| {
-            let row = &a.a[r * cols..(r + 1) * cols];
-            let (mut s, mut mg, mut e, mut n) = (0.0, 0.0, 0.0, 0usize);
-            for_each_in_window(g, r, |j, i| {
-                let aj = row[j].to_f64_exact();
-                if aj == 0.0 {
-                    return;
-                }
-                let (p, q) = min_product(aj, aj, b.0[i].to_f64_exact(), b.1[i].to_f64_exact());
-                s += p;
-                mg += q;
-                e += aj.abs() * wr[i].to_f64_exact();
-                n += 1;
-            });
-            let eta = fp::mul_up(eta_m, r1[g.props[r] as usize]);
-            let err = fp::add_up(fp::mul_up(gamma, upper_of(n, e)), eta);
-            let c = fp::sub_down(lower_of(n, s, mg), err);
-            if c.is_nan() { f64::NEG_INFINITY } else { c }
-        })
-        .collect()
+    crate::util::map_range(a.rows, a.rows * cols, |r| {
+        let row = &a.a[r * cols..(r + 1) * cols];
+        let (mut s, mut mg, mut e, mut n) = (0.0, 0.0, 0.0, 0usize);
+        for_each_in_window(g, r, |j, i| {
+            let aj = row[j].to_f64_exact();
+            if aj == 0.0 {
+                return;
+            }
+            let (p, q) = min_product(aj, aj, b.0[i].to_f64_exact(), b.1[i].to_f64_exact());
+            s += p;
+            mg += q;
+            e += aj.abs() * wr[i].to_f64_exact();
+            n += 1;
+        });
+        let eta = fp::mul_up(eta_m, r1[g.props[r] as usize]);
+        let err = fp::add_up(fp::mul_up(gamma, upper_of(n, e)), eta);
+        let c = fp::sub_down(lower_of(n, s, mg), err);
+        if c.is_nan() { f64::NEG_INFINITY } else { c }
+    })
 }
 
 /// `G = fl(A·W)` by a plain GEMM, `A` is `rows × n_out`, `W` row-major
@@ -74,7 +71,7 @@ pub fn gemm<T: Fp>(a: &[T], rows: usize, n_out: usize, w: &[T], n_in: usize) -> 
             false,
             false,
             false,
-            gemm::Parallelism::Rayon(0),
+            crate::util::gemm_threads(rows * n_out * n_in),
         );
     }
     out

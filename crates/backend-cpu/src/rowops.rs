@@ -4,11 +4,12 @@
 use crate::util::{CpuMat, compact_plane, for_each_in_window, lower_of, min_product, mul_outward, slice_plane, valid};
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, Interval, fp};
-use rayon::prelude::*;
 
-fn rows_mut<T: Fp>(m: &mut CpuMat<T>) -> impl IndexedParallelIterator<Item = (usize, (&mut [T], &mut [T]))> {
-    let c = m.cols.max(1);
-    m.lo.par_chunks_mut(c).zip(m.hi.par_chunks_mut(c)).enumerate()
+/// `f` over `(index, (lo, hi))` of `m`'s rows (on the pool when it is
+/// large enough).
+fn map_rows<T: Fp, R: Send>(m: &mut CpuMat<T>, f: impl Fn((usize, (&mut [T], &mut [T]))) -> R + Sync + Send) -> Vec<R> {
+    let work = m.lo.len();
+    crate::util::map_rows2((&mut m.lo, &mut m.hi), (m.cols, work), f)
 }
 
 /// The ReLU step. Coefficients collapse to their lower end (`y ≥ 0`).
@@ -22,27 +23,25 @@ pub fn relu_backsub<T: Fp>(
 ) -> (CpuMat<T>, Vec<f64>) {
     let mut out = CpuMat::zeros(a.rows, a.cols);
     let cols = a.cols;
-    let cst = rows_mut(&mut out)
-        .map(|(r, (olo, ohi))| {
-            let alo = &a.lo[r * cols..(r + 1) * cols];
-            let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
-            for_each_in_window(g, r, |j, i| {
-                let al = alo[j];
-                if al == T::zero() {
-                    return;
-                }
-                let lam = if al > T::zero() { lam_lo[i] } else { lam_up[i] };
-                (olo[j], ohi[j]) = mul_outward(al, lam);
-                let mu = if al < T::zero() { mu_up[i] } else { mu_lo.map_or(T::zero(), |v| v[i]) };
-                if mu != T::zero() {
-                    s += al.to_f64_exact() * mu.to_f64_exact();
-                    m += (al.to_f64_exact() * mu.to_f64_exact()).abs();
-                    n += 1;
-                }
-            });
-            lower_of(n, s, m)
-        })
-        .collect();
+    let cst = map_rows(&mut out, |(r, (olo, ohi))| {
+        let alo = &a.lo[r * cols..(r + 1) * cols];
+        let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
+        for_each_in_window(g, r, |j, i| {
+            let al = alo[j];
+            if al == T::zero() {
+                return;
+            }
+            let lam = if al > T::zero() { lam_lo[i] } else { lam_up[i] };
+            (olo[j], ohi[j]) = mul_outward(al, lam);
+            let mu = if al < T::zero() { mu_up[i] } else { mu_lo.map_or(T::zero(), |v| v[i]) };
+            if mu != T::zero() {
+                s += al.to_f64_exact() * mu.to_f64_exact();
+                m += (al.to_f64_exact() * mu.to_f64_exact()).abs();
+                n += 1;
+            }
+        });
+        lower_of(n, s, m)
+    });
     (out, cst)
 }
 
@@ -50,61 +49,48 @@ pub fn relu_backsub<T: Fp>(
 pub fn diag_backsub<T: Fp>(a: &CpuMat<T>, g: &Geom, m: (&[T], &[T]), c: (&[T], &[T])) -> (CpuMat<T>, Vec<f64>) {
     let mut out = CpuMat::zeros(a.rows, a.cols);
     let cols = a.cols;
-    let cst = rows_mut(&mut out)
-        .map(|(r, (olo, ohi))| {
-            let (alo, ahi) = (&a.lo[r * cols..(r + 1) * cols], &a.hi[r * cols..(r + 1) * cols]);
-            let (mut s, mut mg, mut n) = (0.0, 0.0, 0usize);
-            for_each_in_window(g, r, |j, i| {
-                if alo[j] == T::zero() && ahi[j] == T::zero() {
-                    return;
-                }
-                let ai = Interval::new_unchecked(alo[j], ahi[j]);
-                let p = ai.mul(Interval::new_unchecked(m.0[i], m.1[i]));
-                (olo[j], ohi[j]) = (p.lo(), p.hi());
-                let (q, g2) = min_product(
-                    alo[j].to_f64_exact(),
-                    ahi[j].to_f64_exact(),
-                    c.0[i].to_f64_exact(),
-                    c.1[i].to_f64_exact(),
-                );
-                s += q;
-                mg += g2;
-                n += 1;
-            });
-            lower_of(n, s, mg)
-        })
-        .collect();
+    let cst = map_rows(&mut out, |(r, (olo, ohi))| {
+        let (alo, ahi) = (&a.lo[r * cols..(r + 1) * cols], &a.hi[r * cols..(r + 1) * cols]);
+        let (mut s, mut mg, mut n) = (0.0, 0.0, 0usize);
+        for_each_in_window(g, r, |j, i| {
+            if alo[j] == T::zero() && ahi[j] == T::zero() {
+                return;
+            }
+            let ai = Interval::new_unchecked(alo[j], ahi[j]);
+            let p = ai.mul(Interval::new_unchecked(m.0[i], m.1[i]));
+            (olo[j], ohi[j]) = (p.lo(), p.hi());
+            let (q, g2) =
+                min_product(alo[j].to_f64_exact(), ahi[j].to_f64_exact(), c.0[i].to_f64_exact(), c.1[i].to_f64_exact());
+            s += q;
+            mg += g2;
+            n += 1;
+        });
+        lower_of(n, s, mg)
+    });
     (out, cst)
 }
 
 /// Lower bound of `Σ a_j·x_j` per row over `x ∈ [lo, hi]`.
 pub fn concretize<T: Fp>(a: &CpuMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64> {
     let cols = a.cols;
-    (0..a.rows)
-        .into_par_iter()
-        .map(|r| {
-            let (alo, ahi) = (&a.lo[r * cols..(r + 1) * cols], &a.hi[r * cols..(r + 1) * cols]);
-            let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
-            let mut term = |j: usize, i: usize| {
-                let (p, q) = min_product(
-                    alo[j].to_f64_exact(),
-                    ahi[j].to_f64_exact(),
-                    lo[i].to_f64_exact(),
-                    hi[i].to_f64_exact(),
-                );
-                s += p;
-                m += q;
-                n += 1;
-            };
-            if g.is_full() {
-                let base = g.table_base(r);
-                (0..cols).for_each(|j| term(j, base + j));
-            } else {
-                for_each_in_window(g, r, term);
-            }
-            lower_of(n, s, m)
-        })
-        .collect()
+    crate::util::map_range(a.rows, a.rows * cols, |r| {
+        let (alo, ahi) = (&a.lo[r * cols..(r + 1) * cols], &a.hi[r * cols..(r + 1) * cols]);
+        let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
+        let mut term = |j: usize, i: usize| {
+            let (p, q) =
+                min_product(alo[j].to_f64_exact(), ahi[j].to_f64_exact(), lo[i].to_f64_exact(), hi[i].to_f64_exact());
+            s += p;
+            m += q;
+            n += 1;
+        };
+        if g.is_full() {
+            let base = g.table_base(r);
+            (0..cols).for_each(|j| term(j, base + j));
+        } else {
+            for_each_in_window(g, r, term);
+        }
+        lower_of(n, s, m)
+    })
 }
 
 /// Keeps the listed rows.
@@ -116,7 +102,7 @@ pub fn compact<T: Fp>(a: &CpuMat<T>, keep: &[u32]) -> CpuMat<T> {
 /// `dst += src`, placing each source window inside the destination window.
 pub fn add_into<T: Fp>(dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geom) {
     let sc = src.cols;
-    rows_mut(dst).for_each(|(r, (olo, ohi))| {
+    map_rows(dst, |(r, (olo, ohi))| {
         let (slo, shi) = (&src.lo[r * sc..(r + 1) * sc], &src.hi[r * sc..(r + 1) * sc]);
         for_each_placed(dg, sg, r, |j, t, _| {
             if slo[j] == T::zero() && shi[j] == T::zero() {

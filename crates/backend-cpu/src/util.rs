@@ -3,6 +3,53 @@
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, fp};
 
+/// Loops of less work than this (multiply-adds) run on the calling thread:
+/// waking the pool costs more (on the soundness hunt's small networks the
+/// searches spent most of their time in the scheduler).
+pub const SERIAL_WORK: usize = 1 << 14;
+
+/// `(0..n).map(f)` collected, in parallel only when `work` is worth it.
+pub fn map_range<R: Send>(n: usize, work: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    use rayon::prelude::*;
+    if work < SERIAL_WORK { (0..n).map(f).collect() } else { (0..n).into_par_iter().map(f).collect() }
+}
+
+/// `f` over `(index, row)` of a row-major plane of `cols` columns, in
+/// parallel only when its `work` is worth it ([`SERIAL_WORK`]).
+pub fn map_rows<T: Send, R: Send>(
+    a: &mut [T],
+    (cols, work): (usize, usize),
+    f: impl Fn((usize, &mut [T])) -> R + Sync + Send,
+) -> Vec<R> {
+    use rayon::prelude::*;
+    let c = cols.max(1);
+    if work < SERIAL_WORK {
+        a.chunks_mut(c).enumerate().map(f).collect()
+    } else {
+        a.par_chunks_mut(c).enumerate().map(f).collect()
+    }
+}
+
+/// [`map_rows`] over two planes of the same shape at once.
+pub fn map_rows2<T: Send, R: Send>(
+    (lo, hi): (&mut [T], &mut [T]),
+    (cols, work): (usize, usize),
+    f: impl Fn((usize, (&mut [T], &mut [T]))) -> R + Sync + Send,
+) -> Vec<R> {
+    use rayon::prelude::*;
+    let c = cols.max(1);
+    if work < SERIAL_WORK {
+        lo.chunks_mut(c).zip(hi.chunks_mut(c)).enumerate().map(f).collect()
+    } else {
+        lo.par_chunks_mut(c).zip(hi.par_chunks_mut(c)).enumerate().map(f).collect()
+    }
+}
+
+/// The `gemm` crate's threads for a product of `work` multiply-adds.
+pub fn gemm_threads(work: usize) -> gemm::Parallelism {
+    if work < SERIAL_WORK { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(0) }
+}
+
 /// An interval matrix in two planes, row-major.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CpuMat<T> {
@@ -136,4 +183,36 @@ pub fn slice_plane<T: Copy>(a: &[T], rows: usize, cols: usize, start: usize, len
         out.extend_from_slice(&a[r * cols + start..r * cols + start + len]);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pool decides only where the rows run: below and above
+    /// `SERIAL_WORK` the same rows come back in the same order.
+    #[test]
+    fn serial_and_parallel_rows_agree() {
+        let f = |(r, row): (usize, &mut [f64])| {
+            row.iter_mut().enumerate().for_each(|(j, v)| *v = (r * 31 + j) as f64 * 0.5);
+            row.iter().sum::<f64>() + r as f64
+        };
+        let (mut a, mut b) = (vec![0.0; 4000], vec![0.0; 4000]);
+        let sa = map_rows(&mut a, (40, 0), f);
+        let sb = map_rows(&mut b, (40, SERIAL_WORK), f);
+        assert_eq!((sa.len(), &a), (100, &b));
+        assert_eq!(sa, sb);
+        let g = |(r, (lo, hi)): (usize, (&mut [f64], &mut [f64]))| {
+            lo.iter_mut().zip(hi.iter_mut()).for_each(|(l, h)| (*l, *h) = (-(r as f64), r as f64));
+            r
+        };
+        let (mut l1, mut h1, mut l2, mut h2) = (vec![0.0; 90], vec![0.0; 90], vec![0.0; 90], vec![0.0; 90]);
+        assert_eq!(map_rows2((&mut l1, &mut h1), (9, 1), g), map_rows2((&mut l2, &mut h2), (9, usize::MAX), g));
+        assert_eq!((l1, h1), (l2, h2));
+        let r = map_range(1000, 0, |i| i * i);
+        assert_eq!(r, map_range(1000, usize::MAX, |i| i * i));
+        assert_eq!(r[999], 998_001);
+        assert!(matches!(gemm_threads(SERIAL_WORK - 1), gemm::Parallelism::None));
+        assert!(matches!(gemm_threads(SERIAL_WORK), gemm::Parallelism::Rayon(0)));
+    }
 }

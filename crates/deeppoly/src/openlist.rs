@@ -78,9 +78,12 @@ impl<T> OpenList<T> {
     }
 
     fn reindex(&mut self) {
-        let leaves = std::mem::take(&mut self.leaves);
         self.mins.clear();
-        self.extend(leaves);
+        let mut m = f64::INFINITY;
+        for l in &self.leaves {
+            m = m.min(l.weakest);
+            self.mins.push(m);
+        }
     }
 }
 
