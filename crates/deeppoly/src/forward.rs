@@ -232,9 +232,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<&'s (B::Buf, Vec<f64>), AnalysisError> {
         if st.abs[id].is_none() {
             let b = &st.bounds[id];
-            let r: Vec<T> = b.lo.par_iter().zip(&b.hi).with_min_len(4096).map(|(l, h)| l.abs().max(h.abs())).collect();
+            let len = b.lo.len().min(b.hi.len());
+            let r: Vec<T> = map_n(len, len, |i| b.lo[i].abs().max(b.hi[i].abs()));
             let n = self.net.node(id).shape.numel().max(1);
-            let l1 = r.par_chunks(n).map(|s| s.iter().fold(0.0, |a, v| fp::add_up(a, v.to_f64_exact()))).collect();
+            let l1 = map_n(len.div_ceil(n), len, |s| {
+                r[s * n..((s + 1) * n).min(len)].iter().fold(0.0, |a, v| fp::add_up(a, v.to_f64_exact()))
+            });
             st.abs[id] = Some((self.backend.upload(&r)?, l1));
         }
         Ok(st.abs[id].as_ref().expect("computed"))
@@ -310,8 +313,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let x = &st.bounds[node.inputs[0]];
             let n = node.shape.numel();
             let lower = self.opts.relu_lower;
-            let mut lam: Vec<T> =
-                x.lo.par_iter().zip(&x.hi).with_min_len(4096).map(|(&l, &h)| relu_relax(l, h, lower).lam_lo).collect();
+            let len = x.lo.len().min(x.hi.len());
+            let mut lam: Vec<T> = map_n(len, len, |i| relu_relax(x.lo[i], x.hi[i], lower).lam_lo);
             for &(s, a) in slopes {
                 for (j, &v) in a[k].iter().enumerate().take(n) {
                     let i = s * n + j;
@@ -369,8 +372,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             (Op::Relu, _) => {
                 let x = &st.bounds[x0];
-                let lo = x.lo.par_iter().with_min_len(4096).map(|&v| v.max(T::zero())).collect();
-                let hi = x.hi.par_iter().with_min_len(4096).map(|&v| v.max(T::zero())).collect();
+                let lo = map_n(x.lo.len(), x.lo.len(), |i| x.lo[i].max(T::zero()));
+                let hi = map_n(x.hi.len(), x.hi.len(), |i| x.hi[i].max(T::zero()));
                 (host(lo, hi), self.relu_step(x)?)
             }
             (Op::Sigmoid, _) => self.sigmoid_step(&st.bounds[x0])?,
@@ -493,11 +496,24 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 }
 
+/// Loops over fewer values run on the calling thread: handing one to the
+/// pool costs a wake-up and a wait (search workers are not pool threads).
+const PAR_MIN: usize = 4096;
+
+/// `f(i)` for `i < n`, `work` values in all: on the pool from `PAR_MIN`.
+fn map_n<R: Send>(n: usize, work: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    if work < PAR_MIN {
+        (0..n).map(f).collect()
+    } else {
+        (0..n).into_par_iter().with_min_len(PAR_MIN.div_ceil(work.div_ceil(n.max(1)))).map(f).collect()
+    }
+}
+
 /// `f(i)` for `i < n` in parallel, as `K` vectors (the `k`-th of each
 /// result in the `k`-th): the per-neuron loops of the forward pass.
-fn par_columns<T: Fp, const K: usize>(n: usize, f: impl Fn(usize) -> [T; K] + Sync) -> [Vec<T>; K] {
-    let rows: Vec<[T; K]> = (0..n).into_par_iter().with_min_len(4096).map(&f).collect();
-    std::array::from_fn(|k| rows.par_iter().with_min_len(4096).map(|r| r[k]).collect())
+fn par_columns<T: Fp, const K: usize>(n: usize, f: impl Fn(usize) -> [T; K] + Sync + Send) -> [Vec<T>; K] {
+    let rows: Vec<[T; K]> = map_n(n, n, &f);
+    std::array::from_fn(|k| map_n(n, n, |i| rows[i][k]))
 }
 
 /// Intersects every slot's `n` values of `b` with `[lo, hi]` (per slot,
@@ -511,16 +527,19 @@ fn intersect_slots<'w, T: Fp, Buf>(
 ) {
     let n = n.max(1);
     let with = &with;
-    b.lo.par_chunks_mut(n).zip(b.hi.par_chunks_mut(n)).zip(empty.par_iter_mut()).enumerate().for_each(
-        |(slot, ((lo, hi), empty))| {
-            let Some((pl, ph)) = with(slot) else { return };
-            for (((lo, hi), &l), &h) in lo.iter_mut().zip(hi.iter_mut()).zip(pl).zip(ph) {
-                if meet((lo, hi), (l, h)) {
-                    *empty = true;
-                }
+    let slot = |(slot, ((lo, hi), empty)): (usize, ((&mut [T], &mut [T]), &mut bool))| {
+        let Some((pl, ph)) = with(slot) else { return };
+        for (((lo, hi), &l), &h) in lo.iter_mut().zip(hi.iter_mut()).zip(pl).zip(ph) {
+            if meet((lo, hi), (l, h)) {
+                *empty = true;
             }
-        },
-    );
+        }
+    };
+    if b.lo.len() < PAR_MIN {
+        b.lo.chunks_mut(n).zip(b.hi.chunks_mut(n)).zip(empty.iter_mut()).enumerate().for_each(slot);
+    } else {
+        b.lo.par_chunks_mut(n).zip(b.hi.par_chunks_mut(n)).zip(empty.par_iter_mut()).enumerate().for_each(slot);
+    }
 }
 
 /// MaxPool relaxation of every output neuron, from its inputs' bounds.
