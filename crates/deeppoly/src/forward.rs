@@ -517,7 +517,7 @@ fn par_columns<T: Fp, const K: usize>(n: usize, f: impl Fn(usize) -> [T; K] + Sy
 }
 
 /// A slot's index, its lower and upper bounds, and whether it is empty.
-type SlotBounds<'a, T> = (usize, ((&'a mut [T], &'a mut [T]), &'a mut bool));
+type SlotMeet<'a, T> = (usize, ((&'a mut [T], &'a mut [T]), &'a mut bool));
 
 /// Intersects every slot's `n` values of `b` with `[lo, hi]` (per slot,
 /// `None`: nothing to intersect), slots in parallel (see
@@ -530,7 +530,7 @@ fn intersect_slots<'w, T: Fp, Buf>(
 ) {
     let n = n.max(1);
     let with = &with;
-    let slot = |(slot, ((lo, hi), empty)): SlotBounds<'_, T>| {
+    let slot = |(slot, ((lo, hi), empty)): SlotMeet<'_, T>| {
         let Some((pl, ph)) = with(slot) else { return };
         for (((lo, hi), &l), &h) in lo.iter_mut().zip(hi.iter_mut()).zip(pl).zip(ph) {
             if meet((lo, hi), (l, h)) {
