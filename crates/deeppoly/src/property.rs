@@ -87,24 +87,27 @@ pub struct Halfspace {
     pub d: f64,
 }
 
-/// The disjuncts of `region` that `lbs` (its half-spaces' certified lower
-/// bounds of `c·y − d`, flattened in order) do not prove infeasible (no
-/// half-space with a bound > 0), each with its half-spaces' range in `lbs`
-/// and its best bound (the largest of them; −∞ where missing: a missing or
-/// NaN bound proves nothing).
-pub fn unproved_disjuncts(region: &[Vec<Halfspace>], lbs: &[f64]) -> Vec<(usize, std::ops::Range<usize>, f64)> {
-    let mut at = 0;
-    let mut out = Vec::new();
-    for (d, conj) in region.iter().enumerate() {
-        let r = at..at + conj.len();
-        at = r.end;
+/// Every disjunct of `region` with its half-spaces' range in `lbs` (their
+/// certified lower bounds of `c·y − d`, flattened in order) and its best
+/// bound (the largest of them; −∞ where missing: a missing or NaN bound
+/// proves nothing). A best bound > 0 proves the disjunct infeasible.
+pub fn disjunct_bounds<'r>(
+    region: &'r [Vec<Halfspace>],
+    lbs: &'r [f64],
+) -> impl Iterator<Item = (usize, std::ops::Range<usize>, f64)> + 'r {
+    region.iter().enumerate().scan(0, move |at, (d, conj)| {
+        let r = *at..*at + conj.len();
+        *at = r.end;
         let best =
             lbs.get(r.clone()).map_or(f64::NEG_INFINITY, |l| l.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-        if best <= 0.0 {
-            out.push((d, r, best));
-        }
-    }
-    out
+        Some((d, r, best))
+    })
+}
+
+/// The disjuncts of `region` that `lbs` do not prove infeasible (no
+/// half-space with a bound > 0), as [`disjunct_bounds`] gives them.
+pub fn unproved_disjuncts(region: &[Vec<Halfspace>], lbs: &[f64]) -> Vec<(usize, std::ops::Range<usize>, f64)> {
+    disjunct_bounds(region, lbs).filter(|d| d.2 <= 0.0).collect()
 }
 
 /// One input box with the unsafe region `∪_i ∩_k H_ik` over the outputs.

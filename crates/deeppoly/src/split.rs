@@ -570,18 +570,7 @@ pub(crate) fn weakest(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -
 
 /// The same, over the disjuncts that are closed (their bound > 0; `∞`: none).
 pub(crate) fn closed_margin(region: &[Vec<crate::property::Halfspace>], lbs: &[f64]) -> f64 {
-    let mut at = 0;
-    let mut m = f64::INFINITY;
-    for conj in region {
-        let best = lbs
-            .get(at..at + conj.len())
-            .map_or(f64::NEG_INFINITY, |l| l.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-        at += conj.len();
-        if best > 0.0 {
-            m = m.min(best);
-        }
-    }
-    m
+    crate::property::disjunct_bounds(region, lbs).map(|d| d.2).filter(|&b| b > 0.0).fold(f64::INFINITY, f64::min)
 }
 
 /// In the weakest open disjunct, the half-space with the largest lower
@@ -618,5 +607,19 @@ mod tests {
         let tiny = InputBox::new(vec![1.0], vec![1.0f64.next_up()]).expect("box");
         let q = Property::robustness("q", tiny, 0, 2).expect("q");
         assert!(halves(&q.subproblems[0], 0).is_empty());
+    }
+
+    /// Disjuncts of 2, 1 and 2 half-spaces: the best of each is its largest
+    /// bound; open ones give the weakest bound, closed ones the margin.
+    #[test]
+    fn weakest_and_closed_margin_by_hand() {
+        let h = || crate::property::Halfspace { c: vec![1.0], d: 0.0 };
+        let region = vec![vec![h(), h()], vec![h()], vec![h(), h()]];
+        let lbs = [-2.0, 0.5, -0.25, 3.0, -1.0];
+        assert_eq!((weakest(&region, &lbs), closed_margin(&region, &lbs)), (-0.25, 0.5));
+        let all = [0.1, -1.0, 0.2, -5.0, 0.3];
+        assert_eq!((weakest(&region, &all), closed_margin(&region, &all)), (f64::INFINITY, 0.1));
+        // A missing bound proves nothing.
+        assert_eq!((weakest(&region, &lbs[..3]), closed_margin(&region, &lbs[..3])), (f64::NEG_INFINITY, 0.5));
     }
 }

@@ -263,15 +263,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<Search, AnalysisError> {
         let forks = self.forks(self.worker_count() - 1)?;
         let proofs_only = tally.proofs_only;
-        let open = OpenList::new(open);
-        let (floor, closed) = (f64::INFINITY, f64::INFINITY);
         let pool = Pool {
-            open,
+            open: OpenList::new(open),
             stuck: 0,
             lost: 0,
-            floor,
+            floor: f64::INFINITY,
             inflight: Vec::new(),
-            closed,
+            closed: f64::INFINITY,
             analysed: 0,
             busy: 0,
             end: None,
