@@ -3,16 +3,9 @@
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, fp};
 
-/// Loops of less work than this (multiply-adds) run on the calling thread:
-/// waking the pool costs more (on the soundness hunt's small networks the
-/// searches spent most of their time in the scheduler).
-pub const SERIAL_WORK: usize = 1 << 14;
-
-/// `(0..n).map(f)` collected, in parallel only when `work` is worth it.
-pub fn map_range<R: Send>(n: usize, work: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
-    use rayon::prelude::*;
-    if work < SERIAL_WORK { (0..n).map(f).collect() } else { (0..n).into_par_iter().map(f).collect() }
-}
+/// Loops of less work than this (multiply-adds) run on the calling thread
+/// (deeppoly's `par.rs`: one threshold for the engine and this backend).
+pub use polycert_deeppoly::par::{SERIAL_WORK, map_range};
 
 /// `f` over `(index, row)` of a row-major plane of `cols` columns, in
 /// parallel only when its `work` is worth it ([`SERIAL_WORK`]).

@@ -250,8 +250,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             for &k in &take {
                 per[k] = Some(evals.by_ref().take(jobs[k].rows.len()).collect());
             }
-            searches.par_iter_mut().zip(per).for_each(|(s, e)| {
-                if let (Some(s), Some(e)) = (s, e) {
+            let work = searches.iter().flatten().map(SlotSearch::step_work).sum();
+            let mut steps: Vec<_> = searches.iter_mut().zip(per).collect();
+            crate::par::for_each_mut(&mut steps, work, |(s, e)| {
+                if let (Some(s), Some(e)) = (s.as_mut(), e.take()) {
                     s.update(e);
                 }
             });

@@ -496,17 +496,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 }
 
-/// Loops over fewer values run on the calling thread: handing one to the
-/// pool costs a wake-up and a wait (search workers are not pool threads).
-const PAR_MIN: usize = 4096;
-
-/// `f(i)` for `i < n`, `work` values in all: on the pool from `PAR_MIN`.
-fn map_n<R: Send>(n: usize, work: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
-    if work < PAR_MIN {
-        (0..n).map(f).collect()
-    } else {
-        (0..n).into_par_iter().with_min_len(PAR_MIN.div_ceil(work.div_ceil(n.max(1)))).map(f).collect()
-    }
+/// `f(i)` for `i < n`, `values` values in all: small loops run on the
+/// calling thread (`par.rs`; search workers are not pool threads).
+fn map_n<R: Send>(n: usize, values: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    crate::par::map_range(n, values * crate::par::VALUE_WORK, f)
 }
 
 /// `f(i)` for `i < n` in parallel, as `K` vectors (the `k`-th of each
@@ -538,7 +531,7 @@ fn intersect_slots<'w, T: Fp, Buf>(
             }
         }
     };
-    if b.lo.len() < PAR_MIN {
+    if !crate::par::worth(b.lo.len() * crate::par::VALUE_WORK) {
         b.lo.chunks_mut(n).zip(b.hi.chunks_mut(n)).zip(empty.iter_mut()).enumerate().for_each(slot);
     } else {
         b.lo.par_chunks_mut(n).zip(b.hi.par_chunks_mut(n)).zip(empty.par_iter_mut()).enumerate().for_each(slot);

@@ -235,6 +235,12 @@ impl SlotSearch {
         self.done
     }
 
+    /// Operations of one [`SlotSearch::update`]: the slopes' gradient over
+    /// the rows, and the Adam steps.
+    pub(crate) fn step_work(&self) -> usize {
+        (self.unstable.len() + 1) * (self.d.len() + 1) + self.betas.iter().map(Vec::len).sum::<usize>()
+    }
+
     /// Row evaluations so far (rows × evaluations of the slot).
     pub(crate) fn evaluations(&self) -> usize {
         self.t * self.d.len()

@@ -23,6 +23,7 @@ pub mod infer;
 pub mod ir;
 pub(crate) mod lagrange;
 mod openlist;
+pub mod par;
 mod passes;
 pub mod pgd;
 mod picks;
