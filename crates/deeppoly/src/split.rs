@@ -62,10 +62,6 @@ impl Default for SearchStats {
 /// no leaf in 20 s.
 const TABLE_DEPTH: usize = 12;
 
-/// The share of a search's time that `Stabilize::Auto`'s plain search has
-/// before the root is stabilised and the search starts again.
-const PLAIN_SHARE: f64 = 0.1;
-
 /// How a search ended.
 pub(crate) enum Search {
     Proved,
@@ -194,36 +190,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             r => r?.map_or((None, None), |(b, s)| (Some(Arc::new(b)), s)),
         };
         self.search_from(sp, (prior, inter), deadline, stats, &mut RootTally::default())
-    }
-
-    /// `Stabilize::Auto`'s plain search, on a tenth of the time to `deadline`:
-    /// its answer, unless it left the sub-problem open with time to spare.
-    /// Its leaves proved count in `stats`.
-    fn plain_stage(
-        &self,
-        sp: &SubProblem,
-        deadline: Instant,
-        stats: &mut SearchStats,
-    ) -> Result<Option<Search>, AnalysisError> {
-        let now = Instant::now();
-        let plain = now + deadline.saturating_duration_since(now).mul_f64(PLAIN_SHARE);
-        let mut first = SearchStats::default();
-        let r = self.search_from(sp, (None, None), Some(plain), &mut first, &mut RootTally::default())?;
-        stats.branching = first.branching;
-        stats.leaves_proved += first.leaves_proved;
-        if matches!(r, Search::Open { .. }) && Instant::now() < deadline {
-            return Ok(None);
-        }
-        stats.leaves_open += first.leaves_open;
-        stats.best_bound = stats.best_bound.min(first.best_bound);
-        Ok(Some(r))
-    }
-
-    /// Whether `Stabilize::Auto` stabilises this network's ReLU searches:
-    /// networks without convolutions (measured on the MNIST MLPs; the
-    /// ResNets' searches that the default wins take up to 265 s of 300).
-    fn stages_stabilization(&self) -> bool {
-        !self.net.nodes().iter().any(|n| matches!(n.op, Op::Conv2d(_) | Op::AvgPool2d(_) | Op::MaxPool2d(_)))
     }
 
     /// [`Analyzer::search`] from the roots' bounds `prior` (they hold over
