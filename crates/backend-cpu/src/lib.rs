@@ -59,7 +59,7 @@ fn check_slots(what: &str, g: &Geom, tables: &[usize]) -> BResult<()> {
 
 /// `batch` stacked results of `f` over consecutive input slots of `n_in`,
 /// `work` multiply-adds each: the slots run in parallel when they are worth
-/// it together ([`util::SERIAL_WORK`]), `f` in parallel when one is.
+/// it together ([`util::worth`]), `f` in parallel when one is.
 fn forward_batched<T: Fp>(
     x: (&[T], &[T]),
     (n_in, work): (usize, usize),

@@ -3,12 +3,12 @@
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, fp};
 
-/// Loops of less work than this (multiply-adds) run on the calling thread
+/// Whether a loop is worth the pool, and `map_range`: loops of little work run on the calling thread
 /// (deeppoly's `par.rs`: one threshold for the engine and this backend).
-pub use polycert_deeppoly::par::{SERIAL_WORK, map_range};
+pub use polycert_deeppoly::par::{map_range, worth};
 
 /// `f` over `(index, row)` of a row-major plane of `cols` columns, in
-/// parallel only when its `work` is worth it ([`SERIAL_WORK`]).
+/// parallel only when its `work` is [`worth`] it.
 pub fn map_rows<T: Send, R: Send>(
     a: &mut [T],
     (cols, work): (usize, usize),
@@ -16,10 +16,10 @@ pub fn map_rows<T: Send, R: Send>(
 ) -> Vec<R> {
     use rayon::prelude::*;
     let c = cols.max(1);
-    if work < SERIAL_WORK {
-        a.chunks_mut(c).enumerate().map(f).collect()
-    } else {
+    if worth(work) {
         a.par_chunks_mut(c).enumerate().map(f).collect()
+    } else {
+        a.chunks_mut(c).enumerate().map(f).collect()
     }
 }
 
@@ -31,16 +31,16 @@ pub fn map_rows2<T: Send, R: Send>(
 ) -> Vec<R> {
     use rayon::prelude::*;
     let c = cols.max(1);
-    if work < SERIAL_WORK {
-        lo.chunks_mut(c).zip(hi.chunks_mut(c)).enumerate().map(f).collect()
-    } else {
+    if worth(work) {
         lo.par_chunks_mut(c).zip(hi.par_chunks_mut(c)).enumerate().map(f).collect()
+    } else {
+        lo.chunks_mut(c).zip(hi.chunks_mut(c)).enumerate().map(f).collect()
     }
 }
 
 /// The `gemm` crate's threads for a product of `work` multiply-adds.
 pub fn gemm_threads(work: usize) -> gemm::Parallelism {
-    if work < SERIAL_WORK { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(0) }
+    if worth(work) { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None }
 }
 
 /// An interval matrix in two planes, row-major.
@@ -181,6 +181,7 @@ pub fn slice_plane<T: Copy>(a: &[T], rows: usize, cols: usize, start: usize, len
 #[cfg(test)]
 mod tests {
     use super::*;
+    use polycert_deeppoly::par::SERIAL_WORK;
 
     /// The pool decides only where the rows run: below and above
     /// `SERIAL_WORK` the same rows come back in the same order.

@@ -78,12 +78,9 @@ impl<T> OpenList<T> {
     }
 
     fn reindex(&mut self) {
+        let leaves = std::mem::take(&mut self.leaves);
         self.mins.clear();
-        let mut m = f64::INFINITY;
-        for l in &self.leaves {
-            m = m.min(l.weakest);
-            self.mins.push(m);
-        }
+        self.extend(leaves);
     }
 }
 
