@@ -85,9 +85,11 @@ pub struct AnalysisArgs {
     /// At a ReLU search's root, prove unstable ReLU inputs stable layer by
     /// layer, each end by a small search on the network cut at its layer
     /// (within a quarter of the time left); the search then starts from those
-    /// bounds. `auto`: on networks without convolutions, once a plain search
-    /// has had a tenth of the timeout (none without a timeout); `on`: before
-    /// every ReLU search (`--stabilize` alone); `off`.
+    /// bounds. `auto`: on networks without convolutions and with a timeout,
+    /// in two rungs: within the first 25 s a plain search (a tenth of that),
+    /// then a short stabilisation and search; where the property is still
+    /// open, stabilisation again from those bounds and the search to the
+    /// timeout; `on`: before every ReLU search (`--stabilize` alone); `off`.
     #[arg(long, value_enum, default_value = "auto", num_args = 0..=1, default_missing_value = "on")]
     stabilize: StabilizeArg,
     /// Refine every layer after a ReLU search leaf's split, even where that

@@ -25,6 +25,7 @@ use crate::ir::Op;
 use crate::lagrange::{LayerSlopes, Slopes, SplitConstraint};
 use crate::picks::Picks;
 use crate::property::{Counterexample, SubProblem, unproved_disjuncts};
+use crate::stabilize::Rung;
 pub(crate) use crate::tally::RootTally;
 use crate::workers::Round;
 use polycert_interval::Fp;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Progress of a search: leaves proved (with `Stabilize::Auto`, those of
-/// its plain stage too), leaves left open, and its bound.
+/// its earlier stages too), leaves left open, and its bound.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct SearchStats {
     /// What is split: "input" or "ReLU".
@@ -157,17 +158,19 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             stats.best_bound = f64::NEG_INFINITY;
             return Ok(Search::Open { timed_out: false });
         };
+        let mut start = None;
         let stabilize = match self.opts.stabilize {
             _ if how != Branching::Relus || self.opts.optimize_intermediate => false,
             Stabilize::Off => false,
             Stabilize::On => true,
             Stabilize::Auto => match deadline {
-                Some(d) if self.stages_stabilization() => {
-                    if let Some(r) = self.plain_stage(sp, d, stats)? {
-                        return Ok(r);
+                Some(d) if self.stages_stabilization() => match self.quick_rung(sp, d, stats)? {
+                    Rung::Decided(r) => return Ok(r),
+                    Rung::Stabilize(s) => {
+                        start = s;
+                        true
                     }
-                    true
-                }
+                },
                 _ => false,
             },
         };
@@ -177,7 +180,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Branching::Relus if self.opts.optimize_intermediate => {
                 Some(self.root_prior(&sp.input, deadline).map(|(b, s)| (b, Some(Arc::new(s)))))
             }
-            Branching::Relus if stabilize => Some(self.stable_prior(&sp.input, deadline).map(|b| (b, None))),
+            Branching::Relus if stabilize => {
+                Some(self.stable_prior(&sp.input, deadline, start.as_deref()).map(|b| (b, None)))
+            }
             _ => None,
         };
         let (prior, inter) = match prior.transpose() {

@@ -44,6 +44,32 @@ pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
     }
 }
 
+/// `Stabilize::Auto`'s last stabilisation starts from its first rung's
+/// bounds: on the network above, stabilising again from the stabilised
+/// bounds keeps every node within them and `q_0 ≥ 0`, and halves `q_2`'s
+/// lower bound (about −8.75/8) twice more: to about −8.75/32, while the
+/// half holds (`q_2 ≥ −1/4`), and not a third time (the box centre
+/// reaches it).
+pub fn stabilize_continues_from_its_start<B: Backend<T>, T: Fp>(be: &B) {
+    let (net, q) = clamp_net();
+    let n = net.input_shape().numel();
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
+    let a = Analyzer::<B, T>::new(&net, be, no_pgd).expect("prepare");
+    let start = a.stable_prior(&input, None, None).expect("first stabilisation");
+    let again = a.stable_prior(&input, None, Some(&start)).expect("second stabilisation");
+    let (first, got) = (crate::batch::bounds_f64(start), crate::batch::bounds_f64(again));
+    let l2 = first[q].0[2];
+    assert!((-1.0938..=-8.75 / 8.0).contains(&l2), "the first stabilisation halves q_2's lower bound 3 times: {l2}");
+    assert_eq!((got[q].0[0], got[q].1[0]), (0.0, first[q].1[0]), "q_0 stays proved positive");
+    assert_eq!(got[q].0[2], l2 / 4.0, "q_2's lower bound is halved twice more");
+    assert_eq!(got[q].1[2], first[q].1[2], "q_2's upper bound stays");
+    for (node, (g, p)) in got.iter().zip(&first).enumerate() {
+        let inside = g.0.iter().zip(&p.0).all(|(a, b)| a >= b) && g.1.iter().zip(&p.1).all(|(a, b)| a <= b);
+        assert!(inside, "node {node}: {g:?} is not within its start {p:?}");
+    }
+}
+
 /// The network above and its node `q`.
 fn clamp_net() -> (Network, usize) {
     let n = 17;
