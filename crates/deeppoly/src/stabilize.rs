@@ -179,9 +179,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 );
             }
             live.proved(stable);
-            // Deeper layers are harder: where one gives nothing, stop.
+            // Deeper layers are harder: where one gives nothing, stop. From
+            // a start, a layer may have given all it can before: go on.
             if proved.is_empty() {
-                break;
+                if start.is_none() {
+                    break;
+                }
+                continue;
             }
             let n = nodes[p].shape.numel();
             let b = &mut st.bounds[p];

@@ -21,7 +21,10 @@ mod stabilize;
 pub use attack::{attack_finds_hidden_counterexamples, attack_first_consistent, inference_matches_host};
 pub use relaxed::{gather_and_scatter, relaxed_bound_matches_host};
 pub use search::*;
-pub use stabilize::{stabilize_clamps_provable_ends, stabilize_continues_from_its_start, stabilize_modes_agree};
+pub use stabilize::{
+    stabilize_clamps_provable_ends, stabilize_continues_from_its_start, stabilize_from_a_start_passes_spent_layers,
+    stabilize_modes_agree,
+};
 
 /// The suite's options: the α/β search's relaxed bounds on the backend
 /// under test (its default picks the host for dense networks).
@@ -435,6 +438,14 @@ macro_rules! backend_conformance_tests {
             #[test]
             fn stabilize_continues_from_its_start_f32() {
                 $crate::conformance::stabilize_continues_from_its_start::<_, f32>(&$make);
+            }
+            #[test]
+            fn stabilize_from_a_start_passes_spent_layers_f64() {
+                $crate::conformance::stabilize_from_a_start_passes_spent_layers::<_, f64>(&$make);
+            }
+            #[test]
+            fn stabilize_from_a_start_passes_spent_layers_f32() {
+                $crate::conformance::stabilize_from_a_start_passes_spent_layers::<_, f32>(&$make);
             }
             #[test]
             fn stabilize_modes_agree_f64() {

@@ -70,6 +70,34 @@ pub fn stabilize_continues_from_its_start<B: Backend<T>, T: Fp>(be: &B) {
     }
 }
 
+/// With a layer before `q` that gives nothing (`a = s/2` changes sign and
+/// no half of its bounds holds), a stabilisation stops there, and `q`
+/// keeps DeepPoly's bounds; from a start (the last of `Stabilize::Auto`'s
+/// rungs) it goes on, and proves `q_0 ≥ 0`.
+pub fn stabilize_from_a_start_passes_spent_layers<B: Backend<T>, T: Fp>(be: &B) {
+    let n = 17;
+    let mut net = Network::new(Shape::flat(n));
+    let s = net.push("s", Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", Relu, &[s]).expect("relu");
+    let rs = net.push("rs", Concat, &[r, s]).expect("concat");
+    let half = net.push("a", Dense { weight: vec![0.0, 0.5], bias: vec![0.0], out: 1 }, &[rs]).expect("a");
+    let ra = net.push("ra", Relu, &[half]).expect("relu a");
+    let w = vec![1.0, -0.5, 0.0, 0.5, 1.0, -0.5];
+    let q = net.push("q", Dense { weight: w, bias: vec![0.25, 0.0, -0.25], out: 3 }, &[rs]).expect("q");
+    let rq = net.push("rq", Relu, &[q]).expect("relu q");
+    let both = net.push("both", Concat, &[ra, rq]).expect("concat 2");
+    net.push("y", Dense { weight: vec![0.0, 1.0, 1.0, 1.0], bias: vec![0.0], out: 1 }, &[both]).expect("y");
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
+    let a = Analyzer::<B, T>::new(&net, be, no_pgd).expect("prepare");
+    let first = a.stable_prior(&input, None, None).expect("first stabilisation");
+    let again = a.stable_prior(&input, None, Some(&first)).expect("second stabilisation");
+    let (first, got) = (crate::batch::bounds_f64(first), crate::batch::bounds_f64(again));
+    assert!(first[q].0[0] < -8.0, "the first stops at `a`: q_0 ≥ {}", first[q].0[0]);
+    assert_eq!((first[half].0[0], first[half].1[0]), (got[half].0[0], got[half].1[0]), "a gives nothing");
+    assert_eq!(got[q].0[0], 0.0, "from a start, q_0 is proved positive");
+}
+
 /// The network above and its node `q`.
 fn clamp_net() -> (Network, usize) {
     let n = 17;
