@@ -23,10 +23,7 @@ use polycert_interval::Fp;
 /// the half is proved: three times. Later nodes only narrow.
 pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
     let (net, q) = clamp_net();
-    let n = net.input_shape().numel();
-    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
-    let a = Analyzer::<B, T>::new(&net, be, no_pgd).expect("prepare");
+    let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
     let plain = a.node_bounds(&input).expect("bounds");
     let got = a.stabilized_node_bounds(&input).expect("stabilised bounds");
     let (l0, u0) = (plain[q].0[0], plain[q].1[0]);
@@ -52,10 +49,7 @@ pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
 /// reaches it).
 pub fn stabilize_continues_from_its_start<B: Backend<T>, T: Fp>(be: &B) {
     let (net, q) = clamp_net();
-    let n = net.input_shape().numel();
-    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
-    let a = Analyzer::<B, T>::new(&net, be, no_pgd).expect("prepare");
+    let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
     let start = a.stable_prior(&input, None, None).expect("first stabilisation");
     let again = a.stable_prior(&input, None, Some(&start)).expect("second stabilisation");
     let (first, got) = (crate::batch::bounds_f64(start), crate::batch::bounds_f64(again));
@@ -87,15 +81,21 @@ pub fn stabilize_from_a_start_passes_spent_layers<B: Backend<T>, T: Fp>(be: &B) 
     let rq = net.push("rq", Relu, &[q]).expect("relu q");
     let both = net.push("both", Concat, &[ra, rq]).expect("concat 2");
     net.push("y", Dense { weight: vec![0.0, 1.0, 1.0, 1.0], bias: vec![0.0], out: 1 }, &[both]).expect("y");
-    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
-    let a = Analyzer::<B, T>::new(&net, be, no_pgd).expect("prepare");
+    let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
     let first = a.stable_prior(&input, None, None).expect("first stabilisation");
     let again = a.stable_prior(&input, None, Some(&first)).expect("second stabilisation");
     let (first, got) = (crate::batch::bounds_f64(first), crate::batch::bounds_f64(again));
     assert!(first[q].0[0] < -8.0, "the first stops at `a`: q_0 ≥ {}", first[q].0[0]);
     assert_eq!((first[half].0[0], first[half].1[0]), (got[half].0[0], got[half].1[0]), "a gives nothing");
     assert_eq!(got[q].0[0], 0.0, "from a start, q_0 is proved positive");
+}
+
+/// `[−1, 1]` for every input of `net`, and an analyzer without PGD.
+fn unit_box_without_pgd<'a, B: Backend<T>, T: Fp>(net: &'a Network, be: &'a B) -> (InputBox, Analyzer<'a, B, T>) {
+    let n = net.input_shape().numel();
+    let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
+    let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
+    (input, Analyzer::new(net, be, no_pgd).expect("prepare"))
 }
 
 /// The network above and its node `q`.
