@@ -286,7 +286,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Certified bounds of every node's values over `input`, after the
     /// forward pass and (if enabled) the refinement pass.
     pub fn node_bounds(&self, input: &crate::property::InputBox) -> Result<Vec<NodeBounds>, AnalysisError> {
-        let st = self.refined_root(input, self.opts.timeout.map(|t| Instant::now() + t))?;
+        let st = self.refined_root(input, None, self.opts.timeout.map(|t| Instant::now() + t))?;
         Ok(crate::batch::bounds_f64(st.into_bounds()))
     }
 

@@ -123,14 +123,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(res)
     }
 
-    /// One box's state after the forward pass and (if enabled) the
-    /// refinement pass.
+    /// One box's state after the forward pass (within `start`, bounds that
+    /// hold over the box, where given) and (if enabled) the refinement pass.
     pub(crate) fn refined_root(
         &self,
         input: &crate::property::InputBox,
+        start: Option<&crate::batch::NodeBounds<T>>,
         deadline: Option<Instant>,
     ) -> Result<RunState<T, B::Buf>, AnalysisError> {
-        let mut st = self.forward_pass(&[input])?;
+        let mut st = self.forward_pass_within(&[input], &[start])?;
         if self.opts.refine {
             self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
         }

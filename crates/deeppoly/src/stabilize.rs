@@ -43,6 +43,7 @@ pub(crate) enum Rung<T> {
     /// Stabilise for the last search, from these bounds where given.
     Stabilize(Option<Arc<NodeBounds<T>>>),
 }
+
 /// The most leaves per unstable input a layer's search analyses when no
 /// deadline bounds it.
 const END_LEAVES: usize = 128;
@@ -135,16 +136,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let _p = crate::profile::span("stabilize");
         let now = Instant::now();
         let stage = deadline.map(|d| now + d.saturating_duration_since(now).mul_f64(SHARE));
-        let mut st = match start {
-            None => self.refined_root(input, deadline)?,
-            Some(b) => {
-                let mut st = self.forward_pass_within(&[input], &[Some(b)])?;
-                if self.opts.refine {
-                    self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
-                }
-                st
-            }
-        };
+        let mut st = self.refined_root(input, start, deadline)?;
         let live = crate::progress::Progress::stabilizing(self.opts.progress.as_deref());
         let nodes = self.net.nodes();
         let last = nodes.len() - 1;

@@ -50,7 +50,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         input: &InputBox,
         deadline: Option<Instant>,
     ) -> Result<(NodeBounds<T>, LayerSlopes), AnalysisError> {
-        let mut st = self.refined_root(input, deadline)?;
+        let mut st = self.refined_root(input, None, deadline)?;
         let (mut inter, gains) = self.tighten_intermediate(&mut st, deadline)?;
         for (t, g) in inter.iter_mut().zip(gains) {
             for (t, g) in t.iter_mut().zip(g) {
