@@ -246,7 +246,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut stats = crate::split::SearchStats::default();
         let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
         for &s in slots.iter().filter(|&&s| !results[s].1) {
-            match self.search(work[s], deadline, &mut stats) {
+            match self.search(work[s], &results[s].0, deadline, &mut stats) {
                 Ok(crate::split::Search::Proved) => {}
                 Ok(crate::split::Search::Falsified(c)) => {
                     verdict = Verdict::Falsified(c);

@@ -43,7 +43,8 @@ pub struct SearchStats {
     /// A leaf's bound is the largest lower bound among the half-spaces of
     /// its weakest disjunct (it is proved once that is > 0). While leaves
     /// are left unproved: the smallest of theirs (`openlist.rs`; a leaf not
-    /// analysed counts with its parent's, a root not analysed with −∞).
+    /// analysed counts with its parent's, a root not analysed with the
+    /// analysis's before the search, −∞ where there was none).
     /// Once every leaf is proved: the smallest margin (> 0) by which a leaf
     /// closed a disjunct. Over several sub-problems, the smallest of theirs.
     pub best_bound: f64,
@@ -146,16 +147,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// Splits sub-problem `sp` until it is proved, falsified, or the deadline
-    /// (with a timeout) or the leaf budget (without) is reached.
+    /// (with a timeout) or the leaf budget (without) is reached. `lbs`: the
+    /// lower bounds of its half-spaces from the analysis before the search
+    /// (empty: none), which its roots report until they are analysed.
     pub(crate) fn search(
         &self,
         sp: &SubProblem,
+        lbs: &[f64],
         deadline: Option<Instant>,
         stats: &mut SearchStats,
     ) -> Result<Search, AnalysisError> {
+        let root_bound = weakest(&sp.unsafe_region, lbs);
         let Some(how) = self.branching() else {
-            // Nothing to split: its root stays open, its bound unknown here.
-            stats.best_bound = f64::NEG_INFINITY;
+            // Nothing to split: its root stays open.
+            stats.best_bound = stats.best_bound.min(root_bound);
             return Ok(Search::Open { timed_out: false });
         };
         let mut start = None;
@@ -164,7 +169,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Stabilize::Off => false,
             Stabilize::On => true,
             Stabilize::Auto => match deadline {
-                Some(d) if self.stages_stabilization() => match self.quick_rung(sp, d, stats)? {
+                Some(d) if self.stages_stabilization() => match self.quick_rung(sp, lbs, d, stats)? {
                     Rung::Decided(r) => return Ok(r),
                     Rung::Stabilize(s) => {
                         start = s;
@@ -188,29 +193,30 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (prior, inter) = match prior.transpose() {
             Err(AnalysisError::Timeout) => {
                 stats.branching = "ReLU";
-                stats.best_bound = f64::NEG_INFINITY;
+                stats.best_bound = stats.best_bound.min(root_bound);
                 stats.leaves_open += sp.unsafe_region.len().max(1);
                 return Ok(Search::Open { timed_out: true });
             }
             r => r?.map_or((None, None), |(b, s)| (Some(Arc::new(b)), s)),
         };
-        self.search_from(sp, (prior, inter), deadline, stats, &mut RootTally::default())
+        self.search_from((sp, lbs), (prior, inter), deadline, stats, &mut RootTally::default())
     }
 
-    /// [`Analyzer::search`] from the roots' bounds `prior` (they hold over
-    /// the box) and their leaves' refinement slopes `inter`; `tally` tells
-    /// which roots (a ReLU search's disjuncts) were proved.
+    /// [`Analyzer::search`] of `sp` (its half-spaces' bounds `lbs`, as
+    /// there) from the roots' bounds `prior` (they hold over the box) and
+    /// their leaves' refinement slopes `inter`; `tally` tells which roots
+    /// (a ReLU search's disjuncts) were proved.
     pub(crate) fn search_from(
         &self,
-        sp: &SubProblem,
+        (sp, lbs): (&SubProblem, &[f64]),
         (prior, inter): (Option<Arc<NodeBounds<T>>>, Option<Arc<LayerSlopes>>),
         deadline: Option<Instant>,
         stats: &mut SearchStats,
         tally: &mut RootTally,
     ) -> Result<Search, AnalysisError> {
         let Some(how) = self.branching() else {
-            // Nothing to split: its root stays open, its bound unknown here.
-            stats.best_bound = f64::NEG_INFINITY;
+            // Nothing to split: its root stays open.
+            stats.best_bound = stats.best_bound.min(weakest(&sp.unsafe_region, lbs));
             return Ok(Search::Open { timed_out: false });
         };
         let cap = self.batch_capacity().max(2);
@@ -225,13 +231,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // The root is analysed again, for its node bounds. A ReLU search
         // takes each disjunct as its own root: its rows then get their own
         // slopes, and their searches split different ReLUs.
-        let roots: Vec<SubProblem> = match how {
-            Branching::Relus if sp.unsafe_region.len() > 1 => sp
-                .unsafe_region
-                .iter()
-                .map(|d| SubProblem { input: sp.input.clone(), unsafe_region: vec![d.clone()] })
+        let roots: Vec<(SubProblem, f64)> = match how {
+            Branching::Relus if sp.unsafe_region.len() > 1 => crate::property::disjunct_bounds(&sp.unsafe_region, lbs)
+                .map(|(d, r, _)| {
+                    let region = vec![sp.unsafe_region[d].clone()];
+                    let bound = weakest(&region, lbs.get(r).unwrap_or_default());
+                    (SubProblem { input: sp.input.clone(), unsafe_region: region }, bound)
+                })
                 .collect(),
-            _ => vec![sp.clone()],
+            _ => vec![(sp.clone(), weakest(&sp.unsafe_region, lbs))],
         };
         tally.outstanding = vec![1; roots.len()];
         tally.analysed = vec![0; roots.len()];
@@ -239,7 +247,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let open: Vec<Leaf<T>> = roots
             .into_iter()
             .enumerate()
-            .map(|(k, r)| Leaf { prior: prior.clone(), inter: inter.clone(), ..Leaf::root(r, k) })
+            .map(|(k, (r, weakest))| Leaf { prior: prior.clone(), inter: inter.clone(), weakest, ..Leaf::root(r, k) })
             .collect();
         let plan = crate::workers::Plan { sp, how, cap, budget, deadline };
         self.run_workers(&plan, open, stats, tally)

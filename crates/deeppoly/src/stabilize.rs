@@ -69,13 +69,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn quick_rung(
         &self,
         sp: &SubProblem,
+        lbs: &[f64],
         deadline: Instant,
         stats: &mut SearchStats,
     ) -> Result<Rung<T>, AnalysisError> {
         let now = Instant::now();
         let quick = now + deadline.saturating_duration_since(now).min(QUICK_RUNG);
         let plain = now + quick.saturating_duration_since(now).mul_f64(PLAIN_SHARE);
-        if let Some(r) = self.stage(sp, None, plain, deadline, stats)? {
+        if let Some(r) = self.stage((sp, lbs), None, plain, deadline, stats)? {
             return Ok(Rung::Decided(r));
         }
         if quick >= deadline {
@@ -87,7 +88,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Err(AnalysisError::Timeout) => return Ok(Rung::Stabilize(None)),
             Err(e) => return Err(e),
         };
-        if let Some(r) = self.stage(sp, Some(start.clone()), quick, deadline, stats)? {
+        if let Some(r) = self.stage((sp, lbs), Some(start.clone()), quick, deadline, stats)? {
             return Ok(Rung::Decided(r));
         }
         Ok(Rung::Stabilize(Some(start)))
@@ -98,14 +99,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Its leaves proved count in `stats`.
     fn stage(
         &self,
-        sp: &SubProblem,
+        root: (&SubProblem, &[f64]),
         prior: Option<Arc<NodeBounds<T>>>,
         until: Instant,
         deadline: Instant,
         stats: &mut SearchStats,
     ) -> Result<Option<Search>, AnalysisError> {
         let mut first = SearchStats::default();
-        let r = self.search_from(sp, (prior, None), Some(until), &mut first, &mut RootTally::default())?;
+        let r = self.search_from(root, (prior, None), Some(until), &mut first, &mut RootTally::default())?;
         stats.branching = first.branching;
         stats.leaves_proved += first.leaves_proved;
         if matches!(r, Search::Open { .. }) && Instant::now() < deadline {
@@ -296,7 +297,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         while !todo.is_empty() {
             let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(&side).collect() };
             let mut tally = RootTally::proofs_only(limit);
-            match self.search_from(&sp, (Some(prior.clone()), None), until, &mut SearchStats::default(), &mut tally) {
+            let root = (&sp, &[][..]);
+            match self.search_from(root, (Some(prior.clone()), None), until, &mut SearchStats::default(), &mut tally) {
                 Ok(_) | Err(AnalysisError::Timeout) => {}
                 Err(e) => return Err(e),
             }

@@ -385,7 +385,7 @@ pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
 /// Search workers (`workers.rs`) reach the single worker's verdicts: on a
 /// random MLP, a robust box that a search of about 260 leaves proves (8 a
 /// round, so both workers take part) is proved with two, and a leaf budget
-/// leaves it open with its open leaves counted.
+/// leaves it open with its open leaves counted and their weakest bound.
 pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     let (net, prop) = mlp_robustness(7, 0.065);
     let run = |workers, leaves| {
@@ -408,6 +408,14 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     // weakest bound, no better than the one a full search starts from.
     assert!(s1.best_bound > 0.0 && s2.best_bound > 0.0, "{s1:?} {s2:?}");
     assert!(s3.best_bound <= 0.0 && s3.best_bound.is_finite(), "{s3:?}");
+    // A search that analyses no leaf reports its roots (one per disjunct)
+    // with the bounds of the analysis before it, not with −∞.
+    let o = Options { max_relu_leaves: 0, search_workers: Some(2), ..opts(Arith::Point) };
+    let r = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
+    let s0 = r.search.expect("search ran");
+    let roots = crate::split::weakest(&prop.subproblems[0].unsafe_region, &r.lower_bounds);
+    assert!(s0.leaves_proved == 0 && s0.leaves_open == 4 && roots.is_finite() && roots <= 0.0, "{s0:?} {r:?}");
+    assert_eq!(s0.best_bound, roots, "{s0:?}");
     // The α/β clock counts the host as shared while the workers run, and
     // after them as `Options::host_shared` says.
     for host_shared in [false, true] {
