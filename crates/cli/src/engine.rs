@@ -103,6 +103,7 @@ pub fn run_jobs_parallel(
     if n > 1 {
         opts.search_workers.get_or_insert(1);
         opts.host_shared = true;
+        opts.search_memory = opts.search_memory.map(|m| m / n);
     }
     let opts = &opts;
     match engine {

@@ -128,6 +128,13 @@ pub struct AnalysisArgs {
     /// threads come on top.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// Host memory, in MiB, that the searches' open leaves may hold in
+    /// bounds inherited from their parents, shared among `--jobs`; past it,
+    /// new leaves keep only their root's (sound, looser). Default: half the
+    /// memory available when the property starts (`MemAvailable`); no limit
+    /// where that cannot be read.
+    #[arg(long)]
+    search_memory_mb: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -193,6 +200,7 @@ impl AnalysisArgs {
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,
             search_workers: self.search_workers,
+            search_memory: self.search_memory_mb.map(|m| m << 20).or_else(|| Some(available_memory()? / 2)),
             ..Options::default()
         }
     }
@@ -377,4 +385,13 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The host memory available now (`MemAvailable` of `/proc/meminfo`), in
+/// bytes, where it can be read.
+fn available_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }

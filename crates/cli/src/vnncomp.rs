@@ -130,8 +130,12 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
                 rec.search.map(|s| {
                     // Positive only once every leaf is proved: the proof's margin.
                     let what = if s.best_bound > 0.0 { "margin" } else { "weakest bound" };
+                    let from_root = match s.leaves_from_root {
+                        0 => String::new(),
+                        n => format!(", {n} leaves with their root's bounds (search memory)"),
+                    };
                     format!(
-                        "{} splitting: {} leaves proved, {} open, {what} {:e}",
+                        "{} splitting: {} leaves proved, {} open, {what} {:e}{from_root}",
                         s.branching, s.leaves_proved, s.leaves_open, s.best_bound
                     )
                 })

@@ -118,16 +118,18 @@ fn layer_bests<T: Fp, const L: usize>(
     out
 }
 
-/// A child's bounds: its parent's with the split ReLU input clamped,
-/// `x_j ≥ 0` (active) or `x_j ≤ 0`. Open leaves share their parent's
-/// bounds and are clamped only when analysed.
-pub(crate) fn child_bounds<T: Fp>(parent: &NodeBounds<T>, c: &SplitConstraint) -> NodeBounds<T> {
+/// A child's bounds: its parent's with each split ReLU input of `splits`
+/// clamped, `x_j ≥ 0` (active) or `x_j ≤ 0`. Open leaves share their
+/// parent's bounds and are clamped only when analysed.
+pub(crate) fn child_bounds<T: Fp>(parent: &NodeBounds<T>, splits: &[SplitConstraint]) -> NodeBounds<T> {
     let mut b = parent.clone();
-    let (lo, hi) = &mut b[c.node];
-    if c.active {
-        lo[c.neuron] = lo[c.neuron].max(T::zero());
-    } else {
-        hi[c.neuron] = hi[c.neuron].min(T::zero());
+    for c in splits {
+        let (lo, hi) = &mut b[c.node];
+        if c.active {
+            lo[c.neuron] = lo[c.neuron].max(T::zero());
+        } else {
+            hi[c.neuron] = hi[c.neuron].min(T::zero());
+        }
     }
     b
 }
@@ -172,7 +174,7 @@ mod tests {
         // Lower bound of −y: now relu(x0) pays its intercept.
         assert_eq!(candidates(&n, &b, &[-1.0]).first().copied(), Some(ReluSplit { node: 1, neuron: 0 }));
         let split = |active| SplitConstraint { node: 1, neuron: 0, active };
-        let (a, i) = (child_bounds(&b, &split(true)), child_bounds(&b, &split(false)));
+        let (a, i) = (child_bounds(&b, &[split(true)]), child_bounds(&b, &[split(false)]));
         assert_eq!((a[1].0[0], a[1].1[0], i[1].0[0], i[1].1[0]), (0.0, 3.0, -1.0, 0.0));
         assert_eq!(a[1].0[1], -2.0);
         // Every ReLU stable: nothing to split.

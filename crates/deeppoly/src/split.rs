@@ -48,11 +48,14 @@ pub struct SearchStats {
     /// Once every leaf is proved: the smallest margin (> 0) by which a leaf
     /// closed a disjunct. Over several sub-problems, the smallest of theirs.
     pub best_bound: f64,
+    /// Leaves that kept only their root's bounds for want of search memory
+    /// (`Options::search_memory`).
+    pub leaves_from_root: usize,
 }
 
 impl Default for SearchStats {
     fn default() -> Self {
-        Self { branching: "", leaves_proved: 0, leaves_open: 0, best_bound: f64::INFINITY }
+        Self { branching: "", leaves_proved: 0, leaves_open: 0, best_bound: f64::INFINITY, leaves_from_root: 0 }
     }
 }
 
@@ -95,7 +98,7 @@ pub(crate) struct Leaf<T> {
     /// Its parent's final bounds (a root: the root's). A ReLU child's
     /// are clamped by its last split only when it is analysed, so
     /// siblings share them while open.
-    prior: Option<Arc<NodeBounds<T>>>,
+    pub(crate) prior: Option<Arc<NodeBounds<T>>>,
     after: Option<usize>,
     splits: Vec<SplitConstraint>,
     /// Per half-space of `sp`: the β its parent's row ended with.
@@ -111,6 +114,12 @@ pub(crate) struct Leaf<T> {
     pub(crate) pick: Option<(usize, usize)>,
     /// The search root it descends from.
     pub(crate) root: usize,
+    /// Its share of the bytes of the bounds and slopes it inherits
+    /// (`Options::search_memory`).
+    pub(crate) held: usize,
+    /// It holds its root's bounds instead of its parent's: every split is
+    /// clamped in when it is analysed.
+    pub(crate) from_root: bool,
 }
 
 impl<T> Leaf<T> {
@@ -127,7 +136,16 @@ impl<T> Leaf<T> {
             weakest: f64::NEG_INFINITY,
             pick: None,
             root,
+            held: 0,
+            from_root: false,
         }
+    }
+
+    /// Drops what it inherits from its parent for its root's bounds `root`
+    /// (sound: they hold over every leaf's domain); its splits are clamped
+    /// in when it is analysed.
+    pub(crate) fn keep_root_bounds(&mut self, root: Option<Arc<NodeBounds<T>>>) {
+        (self.prior, self.after, self.slopes, self.held, self.from_root) = (root, None, None, 0, true);
     }
 }
 
@@ -266,8 +284,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
         let clamped: Vec<Option<NodeBounds<T>>> = leaves
             .iter()
-            .map(|l| match (l.prior.as_deref(), l.splits.last()) {
-                (Some(p), Some(c)) => Some(crate::branch::child_bounds(p, c)),
+            .map(|l| match l.prior.as_deref() {
+                Some(p) if l.from_root && !l.splits.is_empty() => Some(crate::branch::child_bounds(p, &l.splits)),
+                Some(p) if !l.splits.is_empty() => {
+                    Some(crate::branch::child_bounds(p, &l.splits[l.splits.len() - 1..]))
+                }
                 _ => None,
             })
             .collect();
@@ -386,6 +407,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             let root = leaves[i].root;
             let parent = bounds[i].take().map(Arc::new);
+            let held = parent.as_deref().map_or(0, bounds_bytes) / h.len();
             out.extend(h.into_iter().map(|sp| Leaf {
                 sp,
                 prior: parent.clone(),
@@ -397,6 +419,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 weakest,
                 pick: None,
                 root,
+                held,
+                from_root: false,
             }));
         }
         Ok((out, stuck))
@@ -465,6 +489,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 _ => cands,
             };
             // Every child shares these bounds until it is analysed.
+            let bytes = bounds_bytes(&b) + warm.1.as_ref().map_or(0, |s| s.iter().map(Vec::len).sum::<usize>() * 8);
+            let held = bytes / (2 * cands.len());
             let parent = Arc::new(b);
             for (k, &s) in cands.iter().enumerate() {
                 let pick = (cands.len() > 1).then_some((picks.parents, k));
@@ -477,7 +503,21 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let sp = (*sp).clone();
                     let weakest = parent_weakest;
                     let root = leaves[i].root;
-                    out.push(Leaf { sp, prior, after, splits, betas, slopes, inter, weakest, pick, root });
+                    let from_root = false;
+                    out.push(Leaf {
+                        sp,
+                        prior,
+                        after,
+                        splits,
+                        betas,
+                        slopes,
+                        inter,
+                        weakest,
+                        pick,
+                        root,
+                        held,
+                        from_root,
+                    });
                 }
             }
         }
@@ -539,6 +579,11 @@ fn halves(sp: &SubProblem, d: usize) -> Vec<SubProblem> {
 fn midpoint(l: f64, h: f64) -> Option<f64> {
     let mid = l + (h - l) / 2.0;
     (mid > l && mid < h).then_some(mid)
+}
+
+/// The bytes of node bounds `b` (`Leaf::held`).
+fn bounds_bytes<T>(b: &NodeBounds<T>) -> usize {
+    b.iter().map(|(l, h)| l.len() + h.len()).sum::<usize>() * std::mem::size_of::<T>()
 }
 
 /// The largest lower bound among the half-spaces of each disjunct, the

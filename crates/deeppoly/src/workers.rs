@@ -14,6 +14,7 @@
 
 use crate::analysis::{AnalysisError, Analyzer};
 use crate::backend::{Backend, BackendError};
+use crate::batch::NodeBounds;
 use crate::falsify::Share;
 use crate::gate::RefineGate;
 use crate::openlist::{OpenList, weakest_of};
@@ -21,7 +22,7 @@ use crate::property::{Counterexample, SubProblem};
 use crate::split::{Branching, Leaf, RootTally, Search, SearchStats};
 use polycert_interval::Fp;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// The fewest leaves a worker takes while more are open: a round's fixed
@@ -84,6 +85,10 @@ impl<T> Default for Round<T> {
 }
 
 /// The shared open list and the search's accounting.
+/// Open leaves left at a search's end from which they are freed on a
+/// thread of their own.
+const FREE_APART: usize = 4096;
+
 struct Pool<'t, T> {
     open: OpenList<T>,
     /// Leaves that cannot be split, or of a root given up.
@@ -102,6 +107,13 @@ struct Pool<'t, T> {
     end: Option<Result<Search, AnalysisError>>,
     stats: &'t mut SearchStats,
     tally: &'t mut RootTally,
+    /// Bytes the open leaves hold in inherited bounds (`Leaf::held`), and
+    /// the most they may (`Options::search_memory`).
+    held: usize,
+    memory: usize,
+    /// Per root, its analysed bounds (its first children's prior), which
+    /// a leaf past `memory` keeps instead of its parent's.
+    root_bounds: Vec<Option<Arc<NodeBounds<T>>>>,
 }
 
 struct Shared<'t, 's, T> {
@@ -168,6 +180,7 @@ impl<'t, T> Shared<'t, '_, T> {
                     !over
                 });
                 p.floor = p.floor.min(dropped);
+                p.held = p.open.leaves().iter().map(|l| l.held).sum();
                 // Leaves of a root given up stay open.
                 p.stuck += before - p.open.len();
                 if p.open.is_empty() {
@@ -186,6 +199,7 @@ impl<'t, T> Shared<'t, '_, T> {
             }
             p.busy += 1;
             let leaves = p.open.split_off(cut);
+            p.held = p.held.saturating_sub(leaves.iter().map(|l| l.held).sum());
             let weakest = weakest_of(&leaves);
             p.inflight.push(weakest);
             return Some((leaves, weakest));
@@ -241,7 +255,21 @@ impl<'t, T> Shared<'t, '_, T> {
         r.stuck.into_iter().for_each(|root| p.tally.stuck[root] = true);
         r.split.into_iter().for_each(|root| p.tally.outstanding[root] -= 1);
         r.children.iter().for_each(|c| p.tally.outstanding[c.root] += 1);
-        p.open.extend(r.children);
+        let mut children = r.children;
+        for c in &mut children {
+            // A root's first children are its own: no other leaf of it is open yet.
+            let root = &mut p.root_bounds[c.root];
+            if root.is_none() {
+                *root = c.prior.clone();
+            }
+            if p.held + c.held <= p.memory {
+                p.held += c.held;
+            } else {
+                c.keep_root_bounds(p.root_bounds[c.root].clone());
+                p.stats.leaves_from_root += 1;
+            }
+        }
+        p.open.extend(children);
     }
 }
 
@@ -263,7 +291,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<Search, AnalysisError> {
         let forks = self.forks(self.worker_count() - 1)?;
         let proofs_only = tally.proofs_only;
+        let roots = open.iter().map(|l| l.root + 1).max().unwrap_or(0);
         let pool = Pool {
+            held: open.iter().map(|l| l.held).sum(),
+            memory: self.opts.search_memory.unwrap_or(usize::MAX),
+            root_bounds: vec![None; roots],
             open: OpenList::new(open),
             stuck: 0,
             lost: 0,
@@ -308,9 +340,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let Pool { open, stuck, lost, end, stats, closed, .. } = pool;
         // Unproved leaves left: the weakest of them; else the proof's margin.
         stats.best_bound = stats.best_bound.min(if weakest < f64::INFINITY { weakest } else { closed });
+        let left = open.len();
+        // Freeing a long open list's bounds takes seconds (580k leaves of
+        // 256x6 after 300 s): not on the way to the answer.
+        if left >= FREE_APART {
+            std::thread::spawn(move || drop(open));
+        }
         match end {
             Some(Ok(Search::Open { timed_out })) => {
-                stats.leaves_open += open.len() + stuck + lost;
+                stats.leaves_open += left + stuck + lost;
                 Ok(Search::Open { timed_out })
             }
             Some(end) => end,

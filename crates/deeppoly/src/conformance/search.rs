@@ -385,7 +385,8 @@ pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
 /// Search workers (`workers.rs`) reach the single worker's verdicts: on a
 /// random MLP, a robust box that a search of about 260 leaves proves (8 a
 /// round, so both workers take part) is proved with two, and a leaf budget
-/// leaves it open with its open leaves counted and their weakest bound.
+/// leaves it open with its open leaves counted and their weakest bound;
+/// leaves past the search memory keep only their root's bounds.
 pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     let (net, prop) = mlp_robustness(7, 0.065);
     let run = |workers, leaves| {
@@ -416,6 +417,20 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     let roots = crate::split::weakest(&prop.subproblems[0].unsafe_region, &r.lower_bounds);
     assert!(s0.leaves_proved == 0 && s0.leaves_open == 4 && roots.is_finite() && roots <= 0.0, "{s0:?} {r:?}");
     assert_eq!(s0.best_bound, roots, "{s0:?}");
+    // With no search memory, every child keeps only its root's bounds,
+    // with all its splits clamped in: looser, and still proved.
+    let o = Options { batch: Some(8), search_memory: Some(0), search_workers: Some(2), ..opts(Arith::Point) };
+    let r = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
+    let sm = r.search.expect("search ran");
+    assert_eq!(r.verdict, Verdict::Verified, "{sm:?}");
+    assert!(sm.leaves_from_root > 0 && sm.leaves_from_root + 4 >= sm.leaves_proved, "{sm:?} against {s1:?}");
+    // A box that is not robust is not proved so either: its search, with no
+    // attack, ends at a leaf's corner.
+    let (fragile, not_robust) = mlp_robustness(31, 0.02);
+    let o = Options { attack_steps: 0, max_relu_leaves: 2000, search_memory: Some(0), ..opts(Arith::Point) };
+    let r = Analyzer::<B, T>::new(&fragile, be, o).expect("prepare").analyze(&not_robust).expect("analysis");
+    assert!(matches!(r.verdict, Verdict::Falsified(_)), "{:?} {:?}", r.verdict, r.search);
+    assert!(r.search.expect("search ran").leaves_from_root > 0, "{:?}", r.search);
     // The α/β clock counts the host as shared while the workers run, and
     // after them as `Options::host_shared` says.
     for host_shared in [false, true] {
