@@ -94,7 +94,8 @@ type Start = (Warm, Option<Arc<Slopes>>);
 /// A leaf of the search: its box and open disjuncts, the bounds it starts
 /// from, and the last layer whose bounds it shares with its parent.
 pub(crate) struct Leaf<T> {
-    pub(crate) sp: SubProblem,
+    /// Shared by the children of one parent (a ReLU split keeps the box).
+    pub(crate) sp: Arc<SubProblem>,
     /// Its parent's final bounds (a root: the root's). A ReLU child's
     /// are clamped by its last split only when it is analysed, so
     /// siblings share them while open.
@@ -126,7 +127,7 @@ impl<T> Leaf<T> {
     /// A search's root: the sub-problem alone, nothing inherited.
     pub(crate) fn root(sp: SubProblem, root: usize) -> Self {
         Self {
-            sp,
+            sp: Arc::new(sp),
             prior: None,
             after: None,
             splits: Vec::new(),
@@ -281,7 +282,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         proofs_only: bool,
     ) -> Result<Round<T>, AnalysisError> {
         let (how, deadline) = (plan.how, plan.deadline);
-        let refs: Vec<&SubProblem> = leaves.iter().map(|l| &l.sp).collect();
+        let refs: Vec<&SubProblem> = leaves.iter().map(|l| &*l.sp).collect();
         let clamped: Vec<Option<NodeBounds<T>>> = leaves
             .iter()
             .map(|l| match l.prior.as_deref() {
@@ -409,7 +410,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let parent = bounds[i].take().map(Arc::new);
             let held = parent.as_deref().map_or(0, bounds_bytes) / h.len();
             out.extend(h.into_iter().map(|sp| Leaf {
-                sp,
+                sp: Arc::new(sp),
                 prior: parent.clone(),
                 after: None,
                 splits: Vec::new(),
@@ -492,6 +493,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let bytes = bounds_bytes(&b) + warm.1.as_ref().map_or(0, |s| s.iter().map(Vec::len).sum::<usize>() * 8);
             let held = bytes / (2 * cands.len());
             let parent = Arc::new(b);
+            let shared = Arc::new((*sp).clone());
             for (k, &s) in cands.iter().enumerate() {
                 let pick = (cands.len() > 1).then_some((picks.parents, k));
                 for active in [true, false] {
@@ -500,7 +502,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let (prior, after, betas, slopes) =
                         (Some(parent.clone()), Some(s.node), warm.0.clone(), warm.1.clone());
                     let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
-                    let sp = (*sp).clone();
+                    let sp = shared.clone();
                     let weakest = parent_weakest;
                     let root = leaves[i].root;
                     let from_root = false;
