@@ -344,7 +344,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // Freeing a long open list's bounds takes seconds (580k leaves of
         // 256x6 after 300 s): not on the way to the answer.
         if left >= FREE_APART {
-            std::thread::spawn(move || drop(open));
+            // Where no thread can be started, the list is freed here.
+            let _ = std::thread::Builder::new().name("free-open-leaves".into()).spawn(move || drop(open));
         }
         match end {
             Some(Ok(Search::Open { timed_out })) => {
