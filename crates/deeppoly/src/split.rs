@@ -285,12 +285,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let refs: Vec<&SubProblem> = leaves.iter().map(|l| &*l.sp).collect();
         let clamped: Vec<Option<NodeBounds<T>>> = leaves
             .iter()
-            .map(|l| match l.prior.as_deref() {
-                Some(p) if l.from_root && !l.splits.is_empty() => Some(crate::branch::child_bounds(p, &l.splits)),
-                Some(p) if !l.splits.is_empty() => {
-                    Some(crate::branch::child_bounds(p, &l.splits[l.splits.len() - 1..]))
-                }
-                _ => None,
+            .map(|l| {
+                // Its parent's bounds hold every split but the last; its root's, none.
+                let from = if l.from_root { 0 } else { l.splits.len().saturating_sub(1) };
+                let p = l.prior.as_deref().filter(|_| !l.splits.is_empty())?;
+                Some(crate::branch::child_bounds(p, &l.splits[from..]))
             })
             .collect();
         let within: Vec<Within<'_, T>> = leaves
@@ -408,7 +407,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             let root = leaves[i].root;
             let parent = bounds[i].take().map(Arc::new);
-            let held = parent.as_deref().map_or(0, bounds_bytes) / h.len();
+            let held = parent.as_deref().map_or(0, |b| inherited_bytes(b, slopes.as_deref())) / h.len();
             out.extend(h.into_iter().map(|sp| Leaf {
                 sp: Arc::new(sp),
                 prior: parent.clone(),
@@ -490,8 +489,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 _ => cands,
             };
             // Every child shares these bounds until it is analysed.
-            let bytes = bounds_bytes(&b) + warm.1.as_ref().map_or(0, |s| s.iter().map(Vec::len).sum::<usize>() * 8);
-            let held = bytes / (2 * cands.len());
+            let held = inherited_bytes(&b, warm.1.as_deref()) / (2 * cands.len());
             let parent = Arc::new(b);
             let shared = Arc::new((*sp).clone());
             for (k, &s) in cands.iter().enumerate() {
@@ -505,7 +503,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let sp = shared.clone();
                     let weakest = parent_weakest;
                     let root = leaves[i].root;
-                    let from_root = false;
                     out.push(Leaf {
                         sp,
                         prior,
@@ -518,7 +515,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         pick,
                         root,
                         held,
-                        from_root,
+                        from_root: false,
                     });
                 }
             }
@@ -583,9 +580,11 @@ fn midpoint(l: f64, h: f64) -> Option<f64> {
     (mid > l && mid < h).then_some(mid)
 }
 
-/// The bytes of node bounds `b` (`Leaf::held`).
-fn bounds_bytes<T>(b: &NodeBounds<T>) -> usize {
-    b.iter().map(|(l, h)| l.len() + h.len()).sum::<usize>() * std::mem::size_of::<T>()
+/// The bytes of a parent's node bounds `b` and slopes that its children
+/// share (`Leaf::held`).
+fn inherited_bytes<T>(b: &NodeBounds<T>, slopes: Option<&Slopes>) -> usize {
+    let slopes = slopes.map_or(0, |s| s.iter().map(Vec::len).sum::<usize>() * std::mem::size_of::<f64>());
+    b.iter().map(|(l, h)| l.len() + h.len()).sum::<usize>() * std::mem::size_of::<T>() + slopes
 }
 
 /// The largest lower bound among the half-spaces of each disjunct, the

@@ -84,11 +84,11 @@ impl<T> Default for Round<T> {
     }
 }
 
-/// The shared open list and the search's accounting.
 /// Open leaves left at a search's end from which they are freed on a
 /// thread of their own.
 const FREE_APART: usize = 4096;
 
+/// The shared open list and the search's accounting.
 struct Pool<'t, T> {
     open: OpenList<T>,
     /// Leaves that cannot be split, or of a root given up.
@@ -291,7 +291,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<Search, AnalysisError> {
         let forks = self.forks(self.worker_count() - 1)?;
         let proofs_only = tally.proofs_only;
-        let roots = open.iter().map(|l| l.root + 1).max().unwrap_or(0);
+        let roots = tally.outstanding.len();
         let pool = Pool {
             held: open.iter().map(|l| l.held).sum(),
             memory: self.opts.search_memory.unwrap_or(usize::MAX),
