@@ -255,6 +255,13 @@ impl CudaBackend {
         Ok(self.blas.get().expect("set above"))
     }
 
+    /// Whether cuBLAS's float32 GEMM in the analysis's mode keeps subnormal
+    /// inputs, products and sums on this device (else the point bound pays
+    /// the flushed error: `point_ops::gemm_model`).
+    pub fn gemm_f32_keeps_subnormals(&self) -> BResult<bool> {
+        point_ops::gemm_keeps_subnormals(self.blas()?, self)
+    }
+
     /// Caps the memory used for expression matrices.
     pub fn with_budget(mut self, bytes: usize) -> Self {
         self.budget = Some(bytes);

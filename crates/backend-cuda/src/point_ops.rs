@@ -25,9 +25,30 @@ pub struct GpuCst {
 /// Values per conv GEMM block (bounds the `rows·positions × C_in·kh·kw` scratch).
 const CONV_BLOCK_VALUES: usize = 1 << 25;
 
-/// The float model of a GEMM in `T` (round-to-nearest, FMA allowed).
+/// The float model of a GEMM in `T` (round-to-nearest, FMA allowed). Its
+/// underflow term assumes gradual underflow; where the float32 GEMM was seen
+/// to flush subnormals ([`gemm_keeps_subnormals`]) each product and sum errs
+/// by up to `2^-126` instead, paid as `η = 2^-125` (`(m+2)·η ≥ 2m·2^-126`).
 fn gemm_model<T: GpuScalar>() -> FloatModel {
-    FloatModel { unit_roundoff: T::UNIT_ROUNDOFF, min_subnormal: T::MIN_SUBNORMAL.to_f64_exact() }
+    let flushes = T::SUFFIX == "f32" && GEMM_F32_SUBNORMALS.get() != Some(&true);
+    let eta = if flushes { 2.0 * f32::MIN_POSITIVE as f64 } else { T::MIN_SUBNORMAL.to_f64_exact() };
+    FloatModel { unit_roundoff: T::UNIT_ROUNDOFF, min_subnormal: eta }
+}
+
+/// Whether the float32 GEMM keeps subnormals, once probed.
+static GEMM_F32_SUBNORMALS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Whether cuBLAS's float32 GEMM, in the mode the analysis uses, keeps
+/// subnormal inputs, products and sums: `[2^-70, 2^-130, 1]·[2^-70, 1,
+/// 2^-140]ᵀ` must give exactly `2^-130 + 2^-139`.
+pub(crate) fn gemm_keeps_subnormals(blas: &CudaBlas, b: &CudaBackend) -> BResult<bool> {
+    let p = |e: i32| 2f32.powi(e);
+    let (a, w) = ([p(-70), p(-130), 1.0], [p(-70), 1.0, p(-140)]);
+    let (a, w) = (b.htod(&a)?, b.htod(&w)?);
+    let mut g = b.htod(&[0f32])?;
+    gemm_rm(blas, &a, 1, 3, &w, 1, &mut g)?;
+    let got = b.dtoh(&g, 1)?[0];
+    Ok(got == p(-130) + p(-139))
 }
 
 /// A cuBLAS handle on the backend's stream, in pedantic math mode: the
@@ -40,6 +61,9 @@ pub(crate) fn new_blas(b: &CudaBackend) -> BResult<CudaBlas> {
     let st = unsafe { blas_sys::cublasSetMathMode(*blas.handle(), blas_sys::cublasMath_t::CUBLAS_PEDANTIC_MATH) };
     if st != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
         return Err(BackendError::Failure(format!("cuBLAS math mode: {st:?}")));
+    }
+    if GEMM_F32_SUBNORMALS.get().is_none() {
+        let _ = GEMM_F32_SUBNORMALS.set(gemm_keeps_subnormals(&blas, b)?);
     }
     Ok(blas)
 }

@@ -87,3 +87,15 @@ fn transfers_round_trip() {
     transfers::<f64>(&gpu);
     transfers::<f32>(&gpu);
 }
+
+/// The point bound's underflow term assumes that cuBLAS's float32 GEMM (in
+/// pedantic mode) keeps subnormal inputs, products and sums. Where a device
+/// flushes them the bound pays `2^-126` per operation instead; this test
+/// says which holds here, and fails where the flush is not noticed.
+#[test]
+fn cublas_f32_gemm_keeps_subnormals() {
+    let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
+    let keeps = gpu.gemm_f32_keeps_subnormals().expect("probe");
+    eprintln!("cuBLAS f32 GEMM keeps subnormals: {keeps}");
+    assert!(keeps, "cuBLAS flushes subnormals on this device: the point bound pays 2^-126 per operation");
+}

@@ -19,22 +19,35 @@ fn margin_ok(net: &Network, h: &crate::property::Halfspace) -> bool {
 }
 
 /// Whether float32 inference at `x` lands in the unsafe region (checked
-/// with an exact enclosure of `c·y`, so rounding cannot fake a hit).
+/// with an exact enclosure of `c·y`, so rounding cannot fake a hit), `x`
+/// lying in the box as the property states it.
 pub fn check_f32(net: &Network, sp: &SubProblem, x: &[f32]) -> Option<Counterexample> {
-    let inside = x.iter().enumerate().all(|(i, &v)| (v as f64) >= sp.input.lo[i] && (v as f64) <= sp.input.hi[i]);
-    if !inside {
+    if !sp.input.holds_f32(x) {
         return None;
     }
     let y = eval::<f32>(net, x);
     let y64: Vec<f64> = y.iter().map(|&v| v as f64).collect();
-    let tau = softmax_margin(net, &y64, &y64);
-    let hit = sp.unsafe_region.iter().any(|conj| {
+    hits(net, sp, &y64, &y64).then(|| Counterexample {
+        input: x.to_vec(),
+        output: y,
+        checked_with: "float32, sequential sums".into(),
+    })
+}
+
+/// Whether every output vector within `[lo, hi]` meets one disjunct of the
+/// unsafe region as stated (each half-space's `hit`, after a dropped
+/// Softmax with its margin).
+fn hits(net: &Network, sp: &SubProblem, lo: &[f64], hi: &[f64]) -> bool {
+    let tau = softmax_margin(net, lo, hi);
+    sp.unsafe_region.iter().any(|conj| {
         conj.iter().all(|h| {
-            polycert_interval::dot_scalar(&h.c, &y64).hi() <= polycert_interval::fp::sub_down(h.d, tau)
-                && margin_ok(net, h)
+            let up = h.c.iter().enumerate().fold(0.0, |s, (j, &c)| {
+                let y = if c >= 0.0 { hi[j] } else { lo[j] };
+                if c == 0.0 { s } else { polycert_interval::fp::add_up(s, polycert_interval::fp::mul_up(c, y)) }
+            });
+            margin_ok(net, h) && up <= polycert_interval::fp::sub_down(h.hit, tau)
         })
-    });
-    hit.then(|| Counterexample { input: x.to_vec(), output: y, checked_with: "float32, sequential sums".into() })
+    })
 }
 
 impl<B: crate::backend::Backend<T>, T: polycert_interval::Fp> crate::analysis::Analyzer<'_, B, T> {
@@ -45,25 +58,14 @@ impl<B: crate::backend::Backend<T>, T: polycert_interval::Fp> crate::analysis::A
     /// runtimes (onnxruntime, VNN-COMP's checker) reproduce it. A backend
     /// failure confirms nothing.
     pub fn confirm(&self, sp: &SubProblem, x: &[f32]) -> bool {
-        let v: Vec<f64> = x.iter().map(|&v| v as f64).collect();
-        let at = crate::property::InputBox { lo: v.clone(), hi: v };
-        let Ok(st) = self.forward_pass(&[&at]) else { return false };
+        if !sp.input.holds_f32(x) {
+            return false;
+        }
+        let Ok(st) = self.forward_pass(&[&crate::property::InputBox::point(x)]) else { return false };
         let out = &st.bounds[self.net.output()];
         let (lo, hi): (Vec<f64>, Vec<f64>) =
             (out.lo.iter().map(|v| v.to_f64_exact()).collect(), out.hi.iter().map(|v| v.to_f64_exact()).collect());
-        let tau = softmax_margin(self.net, &lo, &hi);
-        sp.unsafe_region.iter().any(|conj| {
-            conj.iter().all(|h| {
-                if !margin_ok(self.net, h) {
-                    return false;
-                }
-                let up = h.c.iter().enumerate().fold(0.0, |s, (j, &c)| {
-                    let y = if c >= 0.0 { hi[j] } else { lo[j] };
-                    if c == 0.0 { s } else { polycert_interval::fp::add_up(s, polycert_interval::fp::mul_up(c, y)) }
-                });
-                up <= polycert_interval::fp::sub_down(h.d, tau)
-            })
-        })
+        hits(self.net, sp, &lo, &hi)
     }
 }
 
@@ -95,23 +97,6 @@ pub fn weakest_disjuncts(sp: &SubProblem, lbs: &[f64], k: usize) -> Vec<usize> {
     let mut open = crate::property::unproved_disjuncts(&sp.unsafe_region, lbs);
     open.sort_by(|a, b| a.2.total_cmp(&b.2));
     open.into_iter().take(k).map(|(d, _, _)| d).collect()
-}
-
-/// `x` in float32, nudged to stay inside `[lo, hi]`.
-pub fn to_f32_in_box(x: &[f64], lo: &[f64], hi: &[f64]) -> Vec<f32> {
-    x.iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let f = v as f32;
-            if (f as f64) < lo[i] {
-                f.next_up()
-            } else if (f as f64) > hi[i] {
-                f.next_down()
-            } else {
-                f
-            }
-        })
-        .collect()
 }
 
 /// The sign steps of an attack run, as shares of each input's width.
@@ -227,9 +212,8 @@ mod tests {
     /// 4e-3: enough at scale 1 (margin 1e-3), not at scale 10 (1e-2).
     #[test]
     fn hinge_seed_adds_the_half_spaces_not_met_by_the_margin() {
-        let h = |k: usize| crate::property::Halfspace {
-            c: (0..3).map(|i| f64::from(i == 0) - f64::from(i == k)).collect(),
-            d: 0.0,
+        let h = |k: usize| {
+            crate::property::Halfspace::new((0..3).map(|i| f64::from(i == 0) - f64::from(i == k)).collect(), 0.0)
         };
         let conj = [h(1), h(2)];
         let y = [0.5, 0.4996, -1.0];
@@ -246,11 +230,16 @@ mod tests {
 
     #[test]
     fn f32_points_stay_in_the_box() {
+        let b = |lo: f64, hi: f64| crate::property::InputBox::new(vec![lo], vec![hi]).expect("box");
         // fl32(0.1) = 0.100000001490116... lies above 0.1 + 1e-9.
-        let x = to_f32_in_box(&[0.1], &[0.05], &[0.1 + 1e-9]);
+        let x = b(0.05, 0.1 + 1e-9).to_f32_inside(&[0.1]);
         assert!((x[0] as f64) <= 0.1 + 1e-9 && (x[0] as f64) >= 0.05, "{x:?}");
-        assert_eq!(to_f32_in_box(&[0.5], &[0.0], &[1.0]), vec![0.5f32]);
-        let y = to_f32_in_box(&[0.1], &[0.1], &[0.2]);
+        assert_eq!(b(0.0, 1.0).to_f32_inside(&[0.5]), vec![0.5f32]);
+        let y = b(0.1, 0.2).to_f32_inside(&[0.1]);
         assert!((y[0] as f64) >= 0.1 && (y[0] as f64) <= 0.2);
+        // The stated box's float32 bounds hold too.
+        let s = b(0.0, 1.0f64.next_up()).with_float32(vec![0.0], vec![1.0]).expect("f32");
+        assert_eq!(s.to_f32_inside(&[2.0]), vec![1.0f32]);
+        assert!(!s.holds_f32(&[1.0f32.next_up()]) && s.holds_f32(&[1.0]));
     }
 }

@@ -131,7 +131,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// minimising corner is tried as a counterexample.
     pub(crate) fn exact_leaf_corner(&self, v: &LeafView<'_, T>) -> Option<Counterexample> {
         let (_, x) = leaf_corner(self.net, self.opts.relu_lower, v)?;
-        let xf = crate::attack::to_f32_in_box(&x, &v.sp.input.lo, &v.sp.input.hi);
+        let xf = v.sp.input.to_f32_inside(&x);
         crate::attack::check_f32(self.net, v.sp, &xf).filter(|c| self.confirm(v.sp, &c.input))
     }
 

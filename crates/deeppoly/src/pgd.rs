@@ -6,7 +6,7 @@
 //! ([`crate::attack::check_f32`]).
 
 use crate::analysis::{Analyzer, Params};
-use crate::attack::{Schedule, check_f32, hinge_seed, to_f32_in_box, worst_halfspace};
+use crate::attack::{Schedule, check_f32, hinge_seed, worst_halfspace};
 use crate::backend::{BResult, Backend, Pointwise};
 use crate::ir::{NodeId, Op};
 use crate::property::{Counterexample, SubProblem};
@@ -304,7 +304,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .filter_map(|&i| {
                 let box_ = &pts[i].sp.input;
                 let xp: Vec<f64> = xs[i * n_in..(i + 1) * n_in].iter().map(|v| v.to_f64_exact()).collect();
-                check_f32(self.net, pts[i].sp, &to_f32_in_box(&xp, &box_.lo, &box_.hi)).map(|c| (i, c))
+                check_f32(self.net, pts[i].sp, &box_.to_f32_inside(&xp)).map(|c| (i, c))
             })
             .collect();
         for (i, cex) in found {

@@ -8,6 +8,13 @@ use polycert_interval::{FloatModel, Interval, fp};
 pub struct InputBox {
     pub lo: Vec<f64>,
     pub hi: Vec<f64>,
+    /// Where `lo`/`hi` only enclose the box the property states (decimal
+    /// bounds rounded outward to f64): the float32 inputs inside the stated
+    /// box, as the tightest float32 bounds `[lo, hi]` inside it. A
+    /// counterexample must lie in these as well as in `lo`/`hi`; halves of a
+    /// split box share them.
+    #[serde(skip)]
+    pub float32: Option<std::sync::Arc<(Vec<f32>, Vec<f32>)>>,
 }
 
 /// Error building a property.
@@ -25,7 +32,54 @@ impl InputBox {
                 return Err(PropertyError(format!("input {i} has an empty or NaN range [{l}, {h}]")));
             }
         }
-        Ok(Self { lo, hi })
+        Ok(Self { lo, hi, float32: None })
+    }
+
+    /// A box whose float32 inputs are restricted to `[lo32, hi32]` (see
+    /// [`InputBox::float32`]).
+    pub fn with_float32(mut self, lo32: Vec<f32>, hi32: Vec<f32>) -> Result<Self, PropertyError> {
+        if lo32.len() != self.len() || hi32.len() != self.len() {
+            return Err(PropertyError("float32 bounds do not match the box".into()));
+        }
+        self.float32 = Some(std::sync::Arc::new((lo32, hi32)));
+        Ok(self)
+    }
+
+    /// The zero-width box at `x`.
+    pub fn point(x: &[f32]) -> Self {
+        let v: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        Self { lo: v.clone(), hi: v, float32: None }
+    }
+
+    /// Whether the float32 input `x` lies in the box as stated: within
+    /// `lo`/`hi` and, where given, the float32 bounds.
+    pub fn holds_f32(&self, x: &[f32]) -> bool {
+        let within = |lo: &[f64], hi: &[f64]| {
+            x.iter().zip(lo.iter().zip(hi)).all(|(&v, (&l, &h))| l <= v as f64 && v as f64 <= h)
+        };
+        x.len() == self.len()
+            && within(&self.lo, &self.hi)
+            && self
+                .float32
+                .as_ref()
+                .is_none_or(|b| x.iter().zip(b.0.iter().zip(&b.1)).all(|(v, (l, h))| l <= v && v <= h))
+    }
+
+    /// The float32 values of `x` pulled into the box as stated (to the
+    /// nearest float32 inside each input's range; an input whose range holds
+    /// no float32 is left where it is, and [`InputBox::holds_f32`] fails).
+    pub fn to_f32_inside(&self, x: &[f64]) -> Vec<f32> {
+        x.iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let (mut l, mut h) = (fp::from_f64_up::<f32>(self.lo[i]), fp::from_f64_down::<f32>(self.hi[i]));
+                if let Some(b) = &self.float32 {
+                    (l, h) = (l.max(b.0[i]), h.min(b.1[i]));
+                }
+                let f = v as f32;
+                if l <= h { f.clamp(l, h) } else { f }
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -76,7 +130,7 @@ impl InputBox {
             lo.push(iv.lo());
             hi.push(iv.hi());
         }
-        Ok(Self { lo, hi })
+        Ok(Self { lo, hi, float32: None })
     }
 }
 
@@ -84,7 +138,20 @@ impl InputBox {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Halfspace {
     pub c: Vec<f64>,
+    /// At least the stated threshold (a decimal is rounded up): proving
+    /// `c·y > d` proves the stated half-space unreachable.
     pub d: f64,
+    /// At most the stated threshold: the largest f64 `t` such that `c·y ≤ t`
+    /// meets the stated relation (strict or not). A counterexample's
+    /// certified `c·y` must reach it.
+    pub hit: f64,
+}
+
+impl Halfspace {
+    /// `c·y ≤ d` with `d` exact and the relation non-strict.
+    pub fn new(c: Vec<f64>, d: f64) -> Self {
+        Self { c, d, hit: d }
+    }
 }
 
 /// Every disjunct of `region` with its half-spaces' range in `lbs` (their
@@ -144,7 +211,7 @@ impl Property {
                 let mut c = vec![0.0; n_out];
                 c[label] = 1.0;
                 c[j] = -1.0;
-                vec![Halfspace { c, d: 0.0 }]
+                vec![Halfspace::new(c, 0.0)]
             })
             .collect();
         Ok(Self { name: name.into(), subproblems: vec![SubProblem { input, unsafe_region }], label: Some(label) })

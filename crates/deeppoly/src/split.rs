@@ -638,7 +638,7 @@ mod tests {
     /// bound; open ones give the weakest bound, closed ones the margin.
     #[test]
     fn weakest_and_closed_margin_by_hand() {
-        let h = || crate::property::Halfspace { c: vec![1.0], d: 0.0 };
+        let h = || crate::property::Halfspace::new(vec![1.0], 0.0);
         let region = vec![vec![h(), h()], vec![h()], vec![h(), h()]];
         let lbs = [-2.0, 0.5, -0.25, 3.0, -1.0];
         assert_eq!((weakest(&region, &lbs), closed_margin(&region, &lbs)), (-0.25, 0.5));

@@ -240,7 +240,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let side = |&(i, s, t): &End| {
             let mut c = vec![0.0; n];
             c[i] = s;
-            vec![Halfspace { c, d: s * t }]
+            vec![Halfspace::new(c, s * t)]
         };
         // The ends no attack reaches, and the others.
         let attack = |ends: &[End]| -> (Vec<End>, Vec<End>) {

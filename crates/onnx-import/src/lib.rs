@@ -36,6 +36,7 @@ pub mod vnnlib;
 
 use polycert_deeppoly::{InputBox, IrError, Network, Property, SubProblem};
 use std::path::Path;
+use std::sync::Arc;
 
 pub use vnnlib::{VnnlibError, load_vnnlib, parse_vnnlib};
 
@@ -127,9 +128,12 @@ impl Imported {
             out.subproblems = prop
                 .subproblems
                 .iter()
-                .map(|sp| SubProblem {
-                    input: InputBox { lo: self.to_ir_input(&sp.input.lo), hi: self.to_ir_input(&sp.input.hi) },
-                    unsafe_region: sp.unsafe_region.clone(),
+                .map(|sp| {
+                    let b = &sp.input;
+                    let float32 =
+                        b.float32.as_ref().map(|f| Arc::new((self.to_ir_input(&f.0), self.to_ir_input(&f.1))));
+                    let input = InputBox { lo: self.to_ir_input(&b.lo), hi: self.to_ir_input(&b.hi), float32 };
+                    SubProblem { input, unsafe_region: sp.unsafe_region.clone() }
                 })
                 .collect();
         }

@@ -9,11 +9,35 @@
 
 use crate::onnx_pb::{TensorProto, tensor_proto::DataLocation, tensor_proto::DataType};
 
-/// Whether a constant holds floats or integers (for messages and checks).
+/// A constant's element type, as far as folding needs it: arithmetic on
+/// constants is computed in it, as the runtime does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// float64.
     Float,
+    /// float32: each folded operation is rounded to float32.
+    Float32,
+    /// float16 or bfloat16 (held, not folded).
+    Half,
     Int,
+}
+
+impl Kind {
+    /// The element type of an operation's result on `a` and `b`.
+    pub fn of_pair(a: Kind, b: Kind) -> Kind {
+        use Kind::*;
+        match (a, b) {
+            (Int, Int) => Int,
+            (Half, _) | (_, Half) => Half,
+            (Float32, _) | (_, Float32) => Float32,
+            _ => Float,
+        }
+    }
+
+    /// `v` rounded to this type (integers and float64 unchanged).
+    pub fn round(self, v: f64) -> f64 {
+        if self == Kind::Float32 { v as f32 as f64 } else { v }
+    }
 }
 
 /// A decoded constant tensor, row-major.
@@ -201,7 +225,7 @@ impl Tensor {
         }
         let mut dims = first.dims.clone();
         dims[axis] = parts.iter().map(|p| p.dims[axis]).sum();
-        let kind = if parts.iter().all(|p| p.kind == Kind::Int) { Kind::Int } else { Kind::Float };
+        let kind = parts.iter().map(|p| p.kind).reduce(Kind::of_pair).unwrap_or(Kind::Float);
         Tensor::new(dims, data, kind)
     }
 }
@@ -275,9 +299,9 @@ fn decode_inner(t: &TensorProto) -> Result<Tensor, String> {
     let use_raw = !raw.is_empty();
     let (data, kind): (Vec<f64>, Kind) = match dt {
         DataType::Float if use_raw => {
-            (fixed(4)?.iter().map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect(), Kind::Float)
+            (fixed(4)?.iter().map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect(), Kind::Float32)
         }
-        DataType::Float => (t.float_data.iter().map(|&v| v as f64).collect(), Kind::Float),
+        DataType::Float => (t.float_data.iter().map(|&v| v as f64).collect(), Kind::Float32),
         DataType::Double if use_raw => (fixed(8)?.iter().map(|b| f64::from_le_bytes(*b)).collect(), Kind::Float),
         DataType::Double => (t.double_data.clone(), Kind::Float),
         DataType::Float16 | DataType::Bfloat16 => {
@@ -287,7 +311,7 @@ fn decode_inner(t: &TensorProto) -> Result<Tensor, String> {
                 t.int32_data.iter().map(|&v| v as u16).collect()
             };
             let f = if dt == DataType::Float16 { f16_to_f64 } else { |b: u16| f32::from_bits((b as u32) << 16) as f64 };
-            (bits.into_iter().map(f).collect(), Kind::Float)
+            (bits.into_iter().map(f).collect(), Kind::Half)
         }
         DataType::Int64 if use_raw => (fixed(8)?.iter().map(|b| i64::from_le_bytes(*b) as f64).collect(), Kind::Int),
         DataType::Int64 => (t.int64_data.iter().map(|&v| v as f64).collect(), Kind::Int),

@@ -56,7 +56,10 @@ fn gemm_mlp_with_alpha_beta_and_transposes() {
         floats("C2", &[1, 2], &c2),
     ];
     let m = import(&model(&[1, 4], nodes, inits, 13));
-    assert_eq!(kinds(&m), ["Input", "Dense", "Relu", "Dense"]);
+    // alpha and beta are applied after the sum, as the runtime does (and
+    // pays for): a Dense layer, then a per-output affine with two roundings.
+    assert_eq!(kinds(&m), ["Input", "Dense", "Relu", "Dense", "ChannelAffine"]);
+    assert!(matches!(m.network.node(4).op, Op::ChannelAffine { float_ops: 2, .. }));
     assert_eq!(m.network.node(1).name, "fc1");
     assert_eq!(m.network.input_shape(), Shape::flat(4));
     assert_eq!((m.n_inputs(), m.n_outputs()), (4, 2));

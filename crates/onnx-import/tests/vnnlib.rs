@@ -39,8 +39,8 @@ fn robustness_property() {
     assert_eq!(sp.input.lo, vec![0.0, -1.0, -2.0]);
     assert_eq!(sp.input.hi, vec![1.5, 2.5, 3.5]);
     // Y_0 >= Y_1  <=>  Y_1 - Y_0 <= 0
-    assert_eq!(sp.unsafe_region[0], vec![Halfspace { c: vec![-1.0, 1.0, 0.0], d: 0.0 }]);
-    assert_eq!(sp.unsafe_region[1], vec![Halfspace { c: vec![0.0, 1.0, -1.0], d: 0.0 }]);
+    assert_eq!(sp.unsafe_region[0], vec![Halfspace::new(vec![-1.0, 1.0, 0.0], 0.0)]);
+    assert_eq!(sp.unsafe_region[1], vec![Halfspace::new(vec![0.0, 1.0, -1.0], 0.0)]);
     p.check_dims(3, 3).unwrap();
 }
 
@@ -54,13 +54,18 @@ fn linear_terms_constants_and_inexact_decimals() {
     let p = parse_vnnlib(&text, "lin.vnnlib", 2, 2).unwrap();
     assert_eq!(p.label, None);
     let [sp] = &p.subproblems[..] else { panic!() };
-    // 0.1 is not an f64: the bound is rounded up past it.
-    assert!(sp.input.hi[0] > 0.1 && sp.input.hi[0] == 0.1f64.next_up());
+    // 0.1 is not an f64: the bound is rounded up to the f64 above it, and
+    // the float32 inputs inside the stated box end below it.
+    assert_eq!(sp.input.hi[0], 0.1);
+    let f32s = sp.input.float32.as_deref().unwrap();
+    assert_eq!((f32s.1[0], 0.1f32.next_down()), (0.1f32.next_down(), f32s.1[0]));
+    assert!(!sp.input.holds_f32(&[0.1, 0.0]) && sp.input.holds_f32(&[0.1f32.next_down(), 0.0]));
     assert_eq!((sp.input.lo[0], sp.input.lo[1], sp.input.hi[1]), (-0.5, -1.0, 1.5));
     // Top-level output asserts form one conjunction.
     let [conj] = &sp.unsafe_region[..] else { panic!() };
-    assert_eq!(conj[0], Halfspace { c: vec![1.0, 2.0], d: 0.25 });
-    assert_eq!(conj[1], Halfspace { c: vec![0.25, -1.0], d: 0.0 });
+    assert_eq!(conj[0], Halfspace::new(vec![1.0, 2.0], 0.25));
+    // `>` is strict: a counterexample must pass the threshold.
+    assert_eq!(conj[1], Halfspace { hit: -f64::from_bits(1), ..Halfspace::new(vec![0.25, -1.0], 0.0) });
 }
 
 #[test]
@@ -79,7 +84,7 @@ fn input_disjunctions_make_sub_problems_and_output_conjunctions_distribute() {
         assert_eq!(sp.unsafe_region.len(), 4);
         let sizes: Vec<usize> = sp.unsafe_region.iter().map(Vec::len).collect();
         assert_eq!(sizes, [2, 3, 2, 3]);
-        assert_eq!(sp.unsafe_region[0][1], Halfspace { c: vec![-1.0, 0.0], d: -5.0 });
+        assert_eq!(sp.unsafe_region[0][1], Halfspace::new(vec![-1.0, 0.0], -5.0));
     }
 }
 
@@ -233,7 +238,7 @@ fn vnnlib_2_matches_1() {
     let s = "(vnnlib-version <2.1>)\n(declare-network n (declare-input X Real [1]) (declare-output Y Real []))\n\
              (assert (>= X[0] 0.0))\n(assert (<= X[0] 1.0))\n(assert (<= Y -3.0))\n";
     let p = parse_vnnlib(s, "s.vnnlib", 1, 1).unwrap();
-    assert_eq!(p.subproblems[0].unsafe_region, vec![vec![Halfspace { c: vec![1.0], d: -3.0 }]]);
+    assert_eq!(p.subproblems[0].unsafe_region, vec![vec![Halfspace::new(vec![1.0], -3.0)]]);
 }
 
 #[test]
@@ -273,8 +278,9 @@ fn vnnlib_2_errors_give_line_and_column() {
 
 /// Operand order and strictness (issue 11): `(<= Y_0 Y_1)`, `(>= Y_1 Y_0)`
 /// and the strict forms describe the same closed half-space `y_0 − y_1 ≤ 0`
-/// (strict comparisons are widened to non-strict: the unsafe region only
-/// grows, so a tie is never verified).
+/// for the analysis (strict comparisons are widened to non-strict: the
+/// unsafe region only grows, so a tie is never verified); a counterexample
+/// to a strict one must pass the threshold (`hit` below 0).
 #[test]
 fn operand_order_and_strictness_give_one_halfspace() {
     let base = format!("{}{}", decls(1, 2), boxed(1));
@@ -282,6 +288,41 @@ fn operand_order_and_strictness_give_one_halfspace() {
         ["(<= Y_0 Y_1)", "(>= Y_1 Y_0)", "(< Y_0 Y_1)", "(> Y_1 Y_0)", "(<= (- Y_0 Y_1) 0)", "(>= 0 (- Y_0 Y_1))"];
     for f in forms {
         let p = parse_vnnlib(&format!("{base}(assert {f})\n"), "o.vnnlib", 1, 2).unwrap();
-        assert_eq!(p.subproblems[0].unsafe_region, vec![vec![Halfspace { c: vec![1.0, -1.0], d: 0.0 }]], "{f}");
+        let hit = if f.starts_with("(<=") || f.starts_with("(>=") { 0.0 } else { -f64::from_bits(1) };
+        let h = Halfspace { hit, ..Halfspace::new(vec![1.0, -1.0], 0.0) };
+        assert_eq!(p.subproblems[0].unsafe_region, vec![vec![h]], "{f}");
     }
+}
+
+/// VNNLIB is real arithmetic (issue 42): coefficients combine exactly, so
+/// `0.3·y − 0.1·y − 0.2·y ≥ 0` is `0 ≥ 0`, which every output meets (an
+/// empty conjunction); decimal coefficients are scaled to exact integers;
+/// ones no scaling makes exact are refused.
+#[test]
+fn coefficients_are_exact_rationals() {
+    let base = format!("{}{}", decls(1, 2), boxed(1));
+    let p =
+        parse_vnnlib(&format!("{base}(assert (>= (+ (* 0.3 Y_0) (* -0.1 Y_0) (* -0.2 Y_0)) 0.0))\n"), "z.vnnlib", 1, 2)
+            .unwrap();
+    assert_eq!(p.subproblems[0].unsafe_region, vec![Vec::<Halfspace>::new()]);
+    let p = parse_vnnlib(&format!("{base}(assert (>= (+ (* 0.1 Y_0) (* 0.2 Y_1)) 0.3))\n"), "s.vnnlib", 1, 2).unwrap();
+    assert_eq!(p.subproblems[0].unsafe_region, vec![vec![Halfspace::new(vec![-1.0, -2.0], -3.0)]]);
+    let e = parse_vnnlib(&format!("{base}(assert (<= (+ Y_0 (* 1e-300 Y_1)) 0))\n"), "r.vnnlib", 1, 2).unwrap_err();
+    assert!(e.to_string().contains("refused rather than rounded"), "{e}");
+}
+
+/// A bound just below a float32 value (issue 42): the analysis's box holds
+/// the f64 above it, but the float32 inputs of the stated box stop below.
+#[test]
+fn float32_inputs_stay_in_the_stated_box() {
+    let text = format!(
+        "{}(assert (>= X_0 0))\n(assert (<= X_0 1.000000119209289550781249))\n(assert (<= Y_0 Y_1))\n",
+        decls(1, 2)
+    );
+    let p = parse_vnnlib(&text, "b.vnnlib", 1, 2).unwrap();
+    let b = &p.subproblems[0].input;
+    let above = 1.0f32.next_up();
+    assert_eq!(b.hi[0], above as f64);
+    assert!(!b.holds_f32(&[above]) && b.holds_f32(&[1.0]));
+    assert_eq!(b.to_f32_inside(&[above as f64]), vec![1.0f32]);
 }

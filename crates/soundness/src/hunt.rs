@@ -186,7 +186,7 @@ pub fn hunt_with(per_kind: usize, seed: u64, steps: usize, shrink: f64) -> Repor
                     }
                 }
                 let label = {
-                    let c = polycert_deeppoly::attack::to_f32_in_box(&input.centre(), &input.lo, &input.hi);
+                    let c = input.to_f32_inside(&input.centre());
                     let y = eval_ordered(&net, &c, Order::Sequential);
                     (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap_or(0)
                 };
@@ -222,7 +222,7 @@ pub fn hunt_with(per_kind: usize, seed: u64, steps: usize, shrink: f64) -> Repor
                 let mut rng = SplitMix(case_seed ^ 0xABCD);
                 let mut order_rng = SplitMix(case_seed ^ 0x1234);
                 let mut check = |x: &[f64], rep: &mut Report| -> f64 {
-                    let xf = polycert_deeppoly::attack::to_f32_in_box(x, &input.lo, &input.hi);
+                    let xf = input.to_f32_inside(x);
                     let mut worst = f64::INFINITY;
                     for (k, &o) in ORDERS.iter().enumerate() {
                         let order =

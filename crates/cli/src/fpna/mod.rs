@@ -181,7 +181,7 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
             .iter()
             .map(|b| {
                 let x: Vec<f64> = b.lo.iter().zip(&b.hi).map(|(l, h)| l + (h - l) * rng.unit()).collect();
-                polycert_deeppoly::attack::to_f32_in_box(&x, &b.lo, &b.hi)
+                b.to_f32_inside(&x)
             })
             .collect();
         for r in infer(&pts, a.seed.wrapping_add(1))? {

@@ -205,7 +205,7 @@ pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
         // First, a property falsified at both sub-problems' box centres (its
         // unsafe region is every output): its hits must not reach the others.
         let mut all = Property::robustness("all", random_box(&mut rng, n_in, 0.002), 0, n_out).expect("prop");
-        all.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![0.0; n_out], d: 1.0 }]];
+        all.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![0.0; n_out], 1.0)]];
         all.subproblems.push(all.subproblems[0].clone());
         let mut props = vec![all];
         for p in 0..6 {

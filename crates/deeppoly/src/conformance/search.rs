@@ -17,7 +17,7 @@ fn relu_difference() -> (Network, Property) {
     net.push("d2", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("d2");
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
-    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
+    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], -0.25)]];
     (net, prop)
 }
 
@@ -88,7 +88,7 @@ fn relu_minus_half<B: Backend<T>, T: Fp>(be: &B) -> impl Fn(Options, f64) -> cra
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     move |o: Options, d: f64| {
         let mut p = Property::robustness("p", input.clone(), 0, 2).expect("prop");
-        p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d }]];
+        p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], d)]];
         Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis")
     }
 }
@@ -131,7 +131,7 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     twin.push("y", crate::ir::Op::Dense { weight: w, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
-    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -0.25 }]];
+    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], -0.25)]];
     let got = Analyzer::<B, T>::new(&twin, be, fixed).expect("prepare").analyze(&prop);
     let got = got.expect("analysis");
     assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.search);
@@ -169,7 +169,7 @@ pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     net.push("y", crate::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![-1.0, 0.0], d: -16.5 }]];
+    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![-1.0, 0.0], -16.5)]];
     let o = Options { attack_steps: 0, ..opts(Arith::Point) };
     let got = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
@@ -190,7 +190,7 @@ pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     net.push("y", crate::ir::Op::Dense { weight: vec![-1.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r]).expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: 0.0 }]];
+    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let one_leaf = Options { max_relu_leaves: 1, ..opts(Arith::Point) };
     let got = run(one_leaf.clone());
@@ -215,7 +215,7 @@ pub fn restarts_falsify_a_sliver<B: Backend<T>, T: Fp>(be: &B) {
     net.push("y", Dense { weight: vec![-64.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r]).expect("y");
     let input = InputBox::new(vec![-1.0; 2], vec![1.0; 2]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: 0.0 }]];
+    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let one_leaf = Options { max_leaves: 1, ..opts(Arith::Point) };
     let got = run(one_leaf.clone());
@@ -247,7 +247,7 @@ pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
     net.push("y", Dense { weight: vec![1.0, -1.0, 0.0, 0.0], bias: vec![0.0; 2], out: 2 }, &[both]).expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace { c: vec![1.0, 0.0], d: -1.0 }]];
+    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], -1.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let one_leaf = Options { max_relu_leaves: 1, attack_steps: 0, optimize_intermediate: true, ..opts(Arith::Point) };
     let got = run(one_leaf.clone());

@@ -123,10 +123,7 @@ pub fn stabilize_modes_agree<B: Backend<T>, T: Fp>(be: &B) {
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let prop = |d: f64| Property {
         name: format!("y > {d}"),
-        subproblems: vec![SubProblem {
-            input: input.clone(),
-            unsafe_region: vec![vec![Halfspace { c: vec![1.0], d }]],
-        }],
+        subproblems: vec![SubProblem { input: input.clone(), unsafe_region: vec![vec![Halfspace::new(vec![1.0], d)]] }],
         label: None,
     };
     for mode in [crate::Stabilize::Off, crate::Stabilize::Auto, crate::Stabilize::On] {

@@ -15,11 +15,18 @@ fn point(x: f64) -> OpResult<Interval<f64>> {
     Interval::point(x).map_err(|e| OpError::Msg(e.to_string()))
 }
 
-/// Element-wise binary op on two constants (numpy broadcasting).
+/// Element-wise binary op on two constants (numpy broadcasting), computed
+/// in their element type as the runtime does: in f64 then rounded to
+/// float32 for float32 constants (the correctly rounded float32 result:
+/// f64 has more than twice float32's precision).
 fn fold(op: &str, a: &Tensor, b: &Tensor) -> OpResult<Tensor> {
     let dims = broadcast_dims(&a.dims, &b.dims)?;
     let (x, y) = (a.broadcast_to(&dims)?, b.broadcast_to(&dims)?);
-    let int = a.kind == Kind::Int && b.kind == Kind::Int;
+    let kind = Kind::of_pair(a.kind, b.kind);
+    let int = kind == Kind::Int;
+    if kind == Kind::Half {
+        return unsupported(format!("{op} of float16 constants (folded arithmetic is float32 or float64 only)"));
+    }
     let f = |p: f64, q: f64| match op {
         "Add" => p + q,
         "Sub" => p - q,
@@ -30,8 +37,8 @@ fn fold(op: &str, a: &Tensor, b: &Tensor) -> OpResult<Tensor> {
     if int && op == "Div" && y.contains(&0.0) {
         return Err("integer division by zero".into());
     }
-    let data = x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect();
-    Ok(Tensor::new(dims, data, if int { Kind::Int } else { Kind::Float })?)
+    let data = x.iter().zip(&y).map(|(&p, &q)| kind.round(f(p, q))).collect();
+    Ok(Tensor::new(dims, data, kind)?)
 }
 
 /// The per-channel values of a constant broadcast over the channel-first
@@ -152,8 +159,19 @@ fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: 
     Ok(Value::Dyn(Dyn::new(id, dims)))
 }
 
+/// Roundings that [`batch_norm`] pays for, in any evaluation order: the
+/// spec's `(x − mean)/sqrt(var + eps)·scale + B` (six) or the folded
+/// `x·m̂ + (B − mean·m̂)` with `m̂ = fl(scale·fl(1/fl(sqrt(fl(var + eps)))))`
+/// that onnxruntime computes (seven on the constant, three on `x·m̂`).
+const BN_ROUNDINGS: usize = 8;
+
 /// Inference-mode batch normalisation:
 /// `y = (x − mean)/sqrt(var + eps)·scale + B = x·m + (B − mean·m)`.
+///
+/// A runtime rounds intermediates far larger than `|B − mean·m|` when the
+/// statistics cancel (`mean·m̂` and `B`, or `x − mean`), so the constant is
+/// widened by `γ_8·(|B| + |mean·m|)` in float32 before the layer's own
+/// `γ_8·(|x·m| + |c|)`: the exact and every float32 evaluation lie inside.
 pub(super) fn batch_norm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     if node.int("training_mode", 0)? != 0 {
         return unsupported("training_mode=1");
@@ -185,29 +203,37 @@ pub(super) fn batch_norm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let eps = node.float("epsilon", 1e-5)? as f64;
     let (mut mul, mut add) = (Vec::with_capacity(c), Vec::with_capacity(c));
     let [scales, betas, means, vars] = &params[..] else { return Err("missing parameters".into()) };
+    let rounding = polycert_interval::FloatModel::F32.error_bound(BN_ROUNDINGS);
     for (ch, (((&scale, &beta), &mean), &var)) in scales.iter().zip(betas).zip(means).zip(vars).enumerate() {
-        let (vlo, vhi) = (fp::add_down(var, eps), fp::add_up(var, eps));
-        if vlo.is_nan() || vlo <= 0.0 {
-            return Err(format!("channel {ch}: var + epsilon = {var} + {eps} is not positive").into());
-        }
-        // sqrt is correctly rounded: one step outward encloses the exact root.
-        let (slo, shi) = (vlo.sqrt().next_down(), vhi.sqrt().next_up());
-        if slo.is_nan() || slo <= 0.0 || !shi.is_finite() {
-            return Err(format!("channel {ch}: sqrt(var + epsilon) out of range").into());
-        }
-        let (lo, hi) = if scale >= 0.0 {
-            (fp::div_down(scale, shi), fp::div_up(scale, slo))
-        } else {
-            (fp::div_down(scale, slo), fp::div_up(scale, shi))
-        };
-        let m = Interval::new(lo, hi).map_err(|e| OpError::Msg(format!("channel {ch}: {e}")))?;
-        let a = point(beta)? - m.mul_scalar(mean);
+        let m = bn_scale(scale, var, eps).map_err(|e| OpError::Msg(format!("channel {ch}: {e}")))?;
+        let shift = m.mul_scalar(mean);
+        let err = rounding.of(fp::add_up(beta.abs(), shift.mag()));
+        let a = point(beta)? - shift + Interval::new(-err, err).map_err(|e| OpError::Msg(e.to_string()))?;
         mul.push(m);
         add.push(a);
     }
-    // Inference rounds x − mean, the division, the scaling and the shift.
-    let id = imp.push(node, "", Op::ChannelAffine { mul, add, float_ops: 4 }, &[x.id])?;
+    let op = Op::ChannelAffine { mul, add, float_ops: BN_ROUNDINGS as u32 };
+    let id = imp.push(node, "", op, &[x.id])?;
     Ok(Value::Dyn(Dyn::new(id, x.dims)))
+}
+
+/// `scale / sqrt(var + eps)`, enclosed outward.
+fn bn_scale(scale: f64, var: f64, eps: f64) -> Result<Interval<f64>, String> {
+    let (vlo, vhi) = (fp::add_down(var, eps), fp::add_up(var, eps));
+    if vlo.is_nan() || vlo <= 0.0 {
+        return Err(format!("var + epsilon = {var} + {eps} is not positive"));
+    }
+    // sqrt is correctly rounded: one step outward encloses the exact root.
+    let (slo, shi) = (vlo.sqrt().next_down(), vhi.sqrt().next_up());
+    if slo.is_nan() || slo <= 0.0 || !shi.is_finite() {
+        return Err("sqrt(var + epsilon) out of range".into());
+    }
+    let (lo, hi) = if scale >= 0.0 {
+        (fp::div_down(scale, shi), fp::div_up(scale, slo))
+    } else {
+        (fp::div_down(scale, slo), fp::div_up(scale, shi))
+    };
+    Interval::new(lo, hi).map_err(|e| e.to_string())
 }
 
 pub(super) fn relu(imp: &mut Importer, node: &Node) -> OpResult<Value> {

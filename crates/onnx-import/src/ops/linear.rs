@@ -1,24 +1,9 @@
 //! Gemm, MatMul and Conv: the layers with weight matrices.
 
-use crate::graph::{Dyn, Importer, Node, OpResult, Pending, Value, unsupported};
+use crate::graph::{Dyn, Importer, Node, OpError, OpResult, Pending, Value, unsupported};
 use crate::tensor::Tensor;
 use polycert_deeppoly::{Conv2d, Op};
-
-/// Multiplies every value by `s`, failing when a product is not exact in f64
-/// (it always is for f32 weights times an f32 attribute).
-fn scale_exact(v: &mut [f64], s: f64, what: &str) -> Result<(), String> {
-    if s == 1.0 {
-        return Ok(());
-    }
-    for x in v.iter_mut() {
-        let p = *x * s;
-        if !p.is_finite() || s.mul_add(*x, -p) != 0.0 {
-            return Err(format!("{what} scaled by {s} is not exactly representable in f64"));
-        }
-        *x = p;
-    }
-    Ok(())
-}
+use polycert_interval::{FloatModel, Interval, fp};
 
 /// `W[out][in]` from a `[K, N]` matrix (MatMul, Gemm without transB).
 fn transposed(b: &Tensor, k: usize, n: usize) -> Vec<f64> {
@@ -77,22 +62,46 @@ pub(super) fn gemm(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     if n == 0 || k == 0 {
         return Err(format!("empty weight matrix {:?}", bt.dims).into());
     }
-    let mut weight = if tb { bt.data } else { transposed(&bt, k, n) };
-    scale_exact(&mut weight, alpha, "B")?;
-    let weight = absorb(imp, &x, weight, n);
+    let weight = absorb(imp, &x, if tb { bt.data } else { transposed(&bt, k, n) }, n);
     let bias = match node.input(2) {
         None => vec![0.0; n],
         Some(c) => {
             if !imp.is_const(c) {
                 return unsupported("input C must be a constant");
             }
-            let ct = imp.weight(c)?;
-            let mut bias = ct.broadcast_to(&[1, n]).map_err(|e| format!("C: {e}"))?;
-            scale_exact(&mut bias, beta, "C")?;
-            bias
+            imp.weight(c)?.broadcast_to(&[1, n]).map_err(|e| format!("C: {e}"))?
         }
     };
-    Ok(Pending::value(node, x.id, weight, bias, vec![1, n]))
+    if alpha == 1.0 && (beta == 1.0 || beta == 0.0) {
+        let bias = if beta == 0.0 { vec![0.0; n] } else { bias };
+        return Ok(Pending::value(node, x.id, weight, bias, vec![1, n]));
+    }
+    scaled_gemm(imp, node, x.id, weight, (alpha, beta, bias))
+}
+
+/// `fl(alpha·S) + fl(beta·C)` after the sum `S`, as a runtime computes it:
+/// the Dense layer's sum, then a per-output affine `alpha·s + beta·c` that
+/// pays two roundings, `beta·c` enclosed with its own float32 rounding.
+fn scaled_gemm(
+    imp: &mut Importer,
+    node: &Node,
+    x: polycert_deeppoly::NodeId,
+    weight: Vec<f64>,
+    (alpha, beta, c): (f64, f64, Vec<f64>),
+) -> OpResult<Value> {
+    let n = c.len();
+    let sum = imp.push(node, ".sum", Op::Dense { weight, bias: vec![0.0; n], out: n }, &[x])?;
+    let iv = |lo: f64, hi: f64| Interval::new(lo, hi).map_err(|e| OpError::Msg(format!("alpha/beta: {e}")));
+    let one_rounding = FloatModel::F32.error_bound(1);
+    let mut add = Vec::with_capacity(n);
+    for &v in &c {
+        let (lo, hi) = (fp::mul_down(beta, v).min(fp::mul_up(beta, v)), fp::mul_up(beta, v).max(fp::mul_down(beta, v)));
+        let e = one_rounding.of(lo.abs().max(hi.abs()));
+        add.push(iv(fp::sub_down(lo, e), fp::add_up(hi, e))?);
+    }
+    let op = Op::ChannelAffine { mul: vec![iv(alpha, alpha)?; n], add, float_ops: 2 };
+    let id = imp.push(node, "", op, &[sum])?;
+    Ok(Value::Dyn(Dyn::new(id, vec![1, n])))
 }
 
 /// `Y = A·B` with A the network value (a single row, leading dims 1) and B a

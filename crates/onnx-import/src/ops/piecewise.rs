@@ -107,7 +107,11 @@ pub(super) fn leaky_relu(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let alpha = node.float("alpha", 0.01)? as f64;
     if imp.is_const(xn) {
         let mut t = imp.constant(xn)?;
-        t.data.iter_mut().for_each(|v| *v = if *v < 0.0 { *v * alpha } else { *v });
+        let kind = t.kind;
+        if kind == crate::tensor::Kind::Half {
+            return unsupported("LeakyRelu of float16 constants (folded arithmetic is float32 or float64 only)");
+        }
+        t.data.iter_mut().for_each(|v| *v = if *v < 0.0 { kind.round(*v * alpha) } else { *v });
         return Ok(Value::Const(t));
     }
     if !(0.0..=1.0).contains(&alpha) {

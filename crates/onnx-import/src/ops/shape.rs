@@ -369,12 +369,20 @@ pub(super) fn cast(imp: &mut Importer, node: &Node) -> OpResult<Value> {
             unsupported(format!("Cast of a network value to data type {to} (only float32 is supported)"))
         };
     }
+    if matches!(to, 10 | 16) {
+        return unsupported("Cast of a constant to float16 or bfloat16 (constants are folded in float32 or float64)");
+    }
     let mut t = imp.constant(xn)?;
     if !float {
         let bool_ = to == 9;
         t.data.iter_mut().for_each(|v| *v = if bool_ { (*v != 0.0) as u8 as f64 } else { v.trunc() });
     }
-    t.kind = if float { Kind::Float } else { Kind::Int };
+    t.kind = match to {
+        1 => Kind::Float32,
+        11 => Kind::Float,
+        _ => Kind::Int,
+    };
+    t.data.iter_mut().for_each(|v| *v = t.kind.round(*v));
     Ok(Value::Const(t))
 }
 
@@ -383,10 +391,10 @@ pub(super) fn constant(_imp: &mut Importer, node: &Node) -> OpResult<Value> {
         return Ok(Value::Const(decode(t)?));
     }
     if node.attr("value_float").is_some() {
-        return Ok(Value::Const(Tensor::scalar(node.float("value_float", 0.0)? as f64, Kind::Float)));
+        return Ok(Value::Const(Tensor::scalar(node.float("value_float", 0.0)? as f64, Kind::Float32)));
     }
     if let Some(v) = node.floats("value_floats")? {
-        return Ok(Value::Const(Tensor::new(vec![v.len()], v.iter().map(|&x| x as f64).collect(), Kind::Float)?));
+        return Ok(Value::Const(Tensor::new(vec![v.len()], v.iter().map(|&x| x as f64).collect(), Kind::Float32)?));
     }
     if node.attr("value_int").is_some() {
         return Ok(Value::Const(Tensor::scalar(node.int("value_int", 0)? as f64, Kind::Int)));

@@ -9,28 +9,26 @@
 //! become half-spaces `c·y ≤ d` of the unsafe region. Disjuncts with the same
 //! box share one [`SubProblem`].
 //!
-//! Decimal constants are taken as intervals that hold their exact value, and
-//! bounds are rounded outward: the box and the unsafe region can only grow,
-//! which keeps a "verified" verdict sound. Strict comparisons are read as
-//! non-strict for the same reason. (An output coefficient that is not
-//! exactly an f64, e.g. `(* 0.1 Y_0)`, is taken at its nearest f64.)
+//! VNNLIB is real arithmetic: decimal constants are read and combined as
+//! exact rationals (`exact.rs`) and rounded only at the end. The analysis's
+//! box and thresholds are rounded outward (they can only grow, which keeps
+//! "verified" sound; a strict comparison is analysed as its closure), and a
+//! counterexample is checked against the stated ones: the float32 inputs
+//! inside the stated box ([`InputBox::float32`]) and each half-space's
+//! [`Halfspace::hit`]. Output coefficients that are not exactly f64 are
+//! scaled to integers; a constraint they still do not fit is refused.
 
+mod exact;
 mod sexpr;
 mod v2;
 
+use exact::Q;
+use num_traits::{One, Signed, Zero};
 use polycert_deeppoly::{Halfspace, InputBox, Property, SubProblem};
-use polycert_interval::{Interval, fp};
 use sexpr::{Pos, Sx};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::Path;
-
-fn one() -> Interval<f64> {
-    Interval::new_unchecked(1.0, 1.0)
-}
-fn minus_one() -> Interval<f64> {
-    Interval::new_unchecked(-1.0, -1.0)
-}
 
 /// Most disjuncts the normal form may have.
 const MAX_DISJUNCTS: usize = 1 << 20;
@@ -123,41 +121,50 @@ pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usi
 /// A variable: input `X_i` (kind 0) or output `Y_j` (kind 1).
 type Var = (usize, usize);
 
-/// A linear expression `Σ c·v + k` with interval coefficients.
+/// A linear expression `Σ c·v + k` with exact coefficients.
 #[derive(Debug, Clone)]
 struct Lin {
-    terms: BTreeMap<Var, Interval<f64>>,
-    k: Interval<f64>,
+    terms: BTreeMap<Var, Q>,
+    k: Q,
 }
 
 impl Lin {
-    fn constant(k: Interval<f64>) -> Self {
+    fn constant(k: Q) -> Self {
         Self { terms: BTreeMap::new(), k }
     }
     fn add(mut self, o: Lin) -> Self {
         for (v, c) in o.terms {
-            let e = self.terms.entry(v).or_insert_with(Interval::zero);
-            *e = *e + c;
+            *self.terms.entry(v).or_insert_with(Q::zero) += c;
         }
-        self.k = self.k + o.k;
-        self.terms.retain(|_, c| *c != Interval::zero());
+        self.k += o.k;
+        self.terms.retain(|_, c| !c.is_zero());
         self
     }
-    fn scale(mut self, s: Interval<f64>) -> Self {
-        self.terms.values_mut().for_each(|c| *c = c.mul(s));
-        self.k = self.k.mul(s);
-        self.terms.retain(|_, c| *c != Interval::zero());
+    fn scale(mut self, s: &Q) -> Self {
+        self.terms.values_mut().for_each(|c| *c *= s);
+        self.k *= s;
+        self.terms.retain(|_, c| !c.is_zero());
         self
+    }
+    fn neg(self) -> Self {
+        self.scale(&-Q::one())
     }
 }
 
-/// An atom `lin ≤ 0`, classified.
+/// A bound on one input: its exact value and whether it is strict.
+#[derive(Debug, Clone, PartialEq)]
+struct Bound {
+    v: Q,
+    strict: bool,
+}
+
+/// An atom `lin ≤ 0` (or `< 0`), classified.
 #[derive(Debug, Clone)]
 enum Cls {
     True,
     False,
     /// Input `i` with a lower (`false`) or upper (`true`) bound.
-    Bound(usize, bool, f64),
+    Bound(usize, bool, Bound),
     Out(Halfspace),
 }
 
@@ -175,19 +182,6 @@ fn head(items: &[Sx]) -> Option<&str> {
         Some(Sx::Atom(s, _)) => Some(s),
         _ => None,
     }
-}
-
-/// `lo/hi` corners of `d / c` for intervals (c not containing 0).
-fn div_hull(d: Interval<f64>, c: Interval<f64>) -> (f64, f64) {
-    let mut lo = f64::INFINITY;
-    let mut hi = f64::NEG_INFINITY;
-    for a in [d.lo(), d.hi()] {
-        for b in [c.lo(), c.hi()] {
-            lo = lo.min(fp::div_down(a, b));
-            hi = hi.max(fp::div_up(a, b));
-        }
-    }
-    (lo, hi)
 }
 
 impl Parser<'_> {
@@ -237,12 +231,12 @@ impl Parser<'_> {
     fn term(&self, sx: &Sx) -> Result<Lin, VnnlibError> {
         match sx {
             Sx::Atom(s, pos) => {
-                if let Some(n) = sexpr::number(s) {
+                if let Some(n) = exact::decimal(s) {
                     return Ok(Lin::constant(n.map_err(|m| self.err(*pos, m))?));
                 }
                 match self.var_name(s, *pos)? {
                     Some(v) if self.declared[v.0][v.1] => {
-                        Ok(Lin { terms: BTreeMap::from([(v, one())]), k: Interval::zero() })
+                        Ok(Lin { terms: BTreeMap::from([(v, Q::one())]), k: Q::zero() })
                     }
                     Some(_) => Err(self.err(*pos, format!("{s} is used before its declaration"))),
                     None => Err(self.err(*pos, format!("unknown symbol '{s}'"))),
@@ -253,23 +247,20 @@ impl Parser<'_> {
                 let terms = args.iter().map(|a| self.term(a)).collect::<Result<Vec<_>, _>>()?;
                 match (head(items), terms.len()) {
                     (_, 0) => Err(self.err(*pos, "expected an operator with arguments")),
-                    (Some("+"), _) => Ok(terms.into_iter().reduce(Lin::add).unwrap_or(Lin::constant(Interval::zero()))),
-                    (Some("-"), 1) => Ok(terms
-                        .into_iter()
-                        .map(|t| t.scale(minus_one()))
-                        .fold(Lin::constant(Interval::zero()), Lin::add)),
+                    (Some("+"), _) => Ok(terms.into_iter().reduce(Lin::add).unwrap_or(Lin::constant(Q::zero()))),
+                    (Some("-"), 1) => Ok(terms.into_iter().map(Lin::neg).fold(Lin::constant(Q::zero()), Lin::add)),
                     (Some("-"), _) => {
                         let mut it = terms.into_iter();
-                        let first = it.next().unwrap_or(Lin::constant(Interval::zero()));
-                        Ok(it.fold(first, |acc, t| acc.add(t.scale(minus_one()))))
+                        let first = it.next().unwrap_or(Lin::constant(Q::zero()));
+                        Ok(it.fold(first, |acc, t| acc.add(t.neg())))
                     }
                     (Some("*"), _) => {
                         let (consts, vars): (Vec<Lin>, Vec<Lin>) = terms.into_iter().partition(|t| t.terms.is_empty());
                         if vars.len() > 1 {
                             return Err(self.err(*pos, "product of two variables is not linear"));
                         }
-                        let s = consts.iter().fold(one(), |a, c| a.mul(c.k));
-                        Ok(vars.into_iter().next().unwrap_or(Lin::constant(one())).scale(s))
+                        let s = consts.iter().fold(Q::one(), |a, c| a * &c.k);
+                        Ok(vars.into_iter().next().unwrap_or(Lin::constant(Q::one())).scale(&s))
                     }
                     (Some("/"), 2) => {
                         let mut it = terms.into_iter();
@@ -277,11 +268,10 @@ impl Parser<'_> {
                         let (Some(a), Some(b)) = (a, b) else {
                             return Err(self.err(*pos, "(/ a b) needs two arguments"));
                         };
-                        if !b.terms.is_empty() || b.k.contains(0.0) {
+                        if !b.terms.is_empty() || b.k.is_zero() {
                             return Err(self.err(*pos, "division must be by a nonzero constant"));
                         }
-                        let (lo, hi) = div_hull(one(), b.k);
-                        Ok(a.scale(Interval::new(lo, hi).map_err(|e| self.err(*pos, e.to_string()))?))
+                        Ok(a.scale(&b.k.recip()))
                     }
                     (Some(op), _) => Err(self.err(*pos, format!("unsupported operator '{op}' in a term"))),
                     (None, _) => Err(self.err(*pos, "expected an operator")),
@@ -327,16 +317,17 @@ impl Parser<'_> {
                 }
                 let terms = args.iter().map(|a| self.term(a)).collect::<Result<Vec<_>, _>>()?;
                 let mut conj = Vec::new();
+                let strict = matches!(op, "<" | ">");
                 for w in terms.windows(2) {
                     let (a, b) = (w[0].clone(), w[1].clone());
-                    let le = a.clone().add(b.clone().scale(minus_one())); // a - b ≤ 0
-                    let ge = b.add(a.scale(minus_one())); // b - a ≤ 0
+                    let le = a.clone().add(b.clone().neg()); // a - b ≤ 0
+                    let ge = b.add(a.neg()); // b - a ≤ 0
                     match op {
-                        "<=" | "<" => conj.push(self.classify(le, pos)?),
-                        ">=" | ">" => conj.push(self.classify(ge, pos)?),
+                        "<=" | "<" => conj.push(self.classify(le, strict, pos)?),
+                        ">=" | ">" => conj.push(self.classify(ge, strict, pos)?),
                         _ => {
-                            conj.push(self.classify(le, pos)?);
-                            conj.push(self.classify(ge, pos)?);
+                            conj.push(self.classify(le, false, pos)?);
+                            conj.push(self.classify(ge, false, pos)?);
                         }
                     }
                 }
@@ -348,29 +339,43 @@ impl Parser<'_> {
         }
     }
 
-    /// Classifies `lin ≤ 0`.
-    fn classify(&self, lin: Lin, pos: Pos) -> Result<Cls, VnnlibError> {
-        let neg_k = -lin.k; // the atom is Σ c·v ≤ −k
+    /// Classifies `lin ≤ 0` (`strict`: `lin < 0`).
+    fn classify(&self, lin: Lin, strict: bool, pos: Pos) -> Result<Cls, VnnlibError> {
+        let rhs = -lin.k; // the atom is Σ c·v ≤ rhs
         let kinds: Vec<usize> = lin.terms.keys().map(|v| v.0).collect();
         if kinds.is_empty() {
-            return Ok(if neg_k.hi() < 0.0 { Cls::False } else { Cls::True });
+            let holds = if strict { rhs.is_positive() } else { !rhs.is_negative() };
+            return Ok(if holds { Cls::True } else { Cls::False });
         }
         if kinds.iter().any(|&k| k != kinds[0]) {
             return Err(self.err(pos, "constraints that mix inputs and outputs are not supported"));
         }
         if kinds[0] == 0 {
-            let [(&(_, i), &c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
+            let [(&(_, i), c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
                 return Err(self.err(pos, "only bounds on single inputs (box constraints) are supported"));
             };
-            let (lo, hi) = div_hull(neg_k, c);
-            // `+ 0.0` turns a -0.0 into 0.0.
-            return Ok(if c.lo() > 0.0 { Cls::Bound(i, true, hi + 0.0) } else { Cls::Bound(i, false, lo + 0.0) });
+            return Ok(Cls::Bound(i, c.is_positive(), Bound { v: rhs / c, strict }));
         }
-        let mut c = vec![0.0; self.n[1]];
-        for (&(_, j), &v) in &lin.terms {
-            c[j] = v.midpoint() + 0.0;
+        let mut c = vec![Q::zero(); self.n[1]];
+        for ((_, j), v) in lin.terms {
+            c[j] = v;
         }
-        Ok(Cls::Out(Halfspace { c, d: neg_k.hi() + 0.0 }))
+        // Coefficients that are not f64s are scaled (by a positive factor) to
+        // coprime integers, which keeps the half-space the same set.
+        let (c, rhs) = match c.iter().map(exact::exact_f64).collect::<Option<Vec<f64>>>() {
+            Some(c) => (c, rhs),
+            None => {
+                let (ints, k) = exact::integer_scaling(&c);
+                let Some(c) = ints.iter().map(exact::exact_f64).collect::<Option<Vec<f64>>>() else {
+                    return Err(self.err(
+                        pos,
+                        "output coefficients that no scaling makes exact f64 numbers (refused rather than rounded)",
+                    ));
+                };
+                (c, rhs * k)
+            }
+        };
+        Ok(Cls::Out(Halfspace { c, d: exact::f64_up(&rhs), hit: exact::f64_below(&rhs, strict) }))
     }
 
     /// Combines the always-present atoms with one disjunct of each
@@ -385,8 +390,8 @@ impl Parser<'_> {
         let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
         let mut choice = vec![0usize; multi.len()];
         loop {
-            let mut lo = vec![f64::NEG_INFINITY; n_in];
-            let mut hi = vec![f64::INFINITY; n_in];
+            let mut lo: Vec<Option<Bound>> = vec![None; n_in];
+            let mut hi: Vec<Option<Bound>> = vec![None; n_in];
             let mut conj = Vec::new();
             let mut feasible = true;
             let picked = multi.iter().zip(&choice).flat_map(|(d, &k)| d[k].iter());
@@ -394,19 +399,35 @@ impl Parser<'_> {
                 match a {
                     Cls::True => {}
                     Cls::False => feasible = false,
-                    Cls::Bound(i, true, v) => hi[*i] = hi[*i].min(*v),
-                    Cls::Bound(i, false, v) => lo[*i] = lo[*i].max(*v),
+                    Cls::Bound(i, true, b) => tighter(&mut hi[*i], b, true),
+                    Cls::Bound(i, false, b) => tighter(&mut lo[*i], b, false),
                     Cls::Out(h) => conj.push(h.clone()),
                 }
             }
-            if let Some(i) = (0..n_in).find(|&i| lo[i] == f64::NEG_INFINITY || hi[i] == f64::INFINITY) {
-                let which = if lo[i] == f64::NEG_INFINITY { "lower" } else { "upper" };
+            if let Some(i) = (0..n_in).find(|&i| lo[i].is_none() || hi[i].is_none()) {
+                let which = if lo[i].is_none() { "lower" } else { "upper" };
                 return Err(self.semantic(format!("X_{i} has no {which} bound")));
             }
-            if feasible && lo.iter().zip(&hi).all(|(l, h)| l <= h) {
-                let key: Vec<u64> = lo.iter().chain(&hi).map(|v| v.to_bits()).collect();
+            let (lo, hi): (Vec<Bound>, Vec<Bound>) =
+                (lo.into_iter().flatten().collect(), hi.into_iter().flatten().collect());
+            let nonempty = |(l, h): (&Bound, &Bound)| l.v < h.v || l.v == h.v && !l.strict && !h.strict;
+            if feasible && lo.iter().zip(&hi).all(nonempty) {
+                let input = stated_box(&lo, &hi).map_err(|e| self.semantic(e.to_string()))?;
+                let f32s = input
+                    .float32
+                    .as_deref()
+                    .map_or(&[][..], |f| &f.0[..])
+                    .iter()
+                    .chain(input.float32.as_deref().map_or(&[][..], |f| &f.1[..]));
+                let key: Vec<u64> = input
+                    .lo
+                    .iter()
+                    .chain(&input.hi)
+                    .map(|v| v.to_bits())
+                    .chain(f32s.map(|v| v.to_bits() as u64))
+                    .collect();
                 let k = *index.entry(key).or_insert_with(|| {
-                    out.push(SubProblem { input: InputBox { lo, hi }, unsafe_region: Vec::new() });
+                    out.push(SubProblem { input, unsafe_region: Vec::new() });
                     out.len() - 1
                 });
                 out[k].unsafe_region.push(conj);
@@ -430,6 +451,31 @@ impl Parser<'_> {
         }
         Ok(out)
     }
+}
+
+/// Keeps the tighter of `b` and the bound in `slot` (an upper bound when
+/// `upper`); at equal values the strict one.
+fn tighter(slot: &mut Option<Bound>, b: &Bound, upper: bool) {
+    let replace = match slot {
+        None => true,
+        Some(old) => {
+            let inside = if upper { b.v < old.v } else { b.v > old.v };
+            inside || b.v == old.v && b.strict && !old.strict
+        }
+    };
+    if replace {
+        *slot = Some(b.clone());
+    }
+}
+
+/// The analysis's box (each stated bound rounded outward to f64) with the
+/// float32 inputs inside the stated box.
+fn stated_box(lo: &[Bound], hi: &[Bound]) -> Result<InputBox, polycert_deeppoly::property::PropertyError> {
+    let lo64 = lo.iter().map(|b| exact::f64_down(&b.v)).collect();
+    let hi64 = hi.iter().map(|b| exact::f64_up(&b.v)).collect();
+    let lo32 = lo.iter().map(|b| exact::f32_above(&b.v, b.strict)).collect();
+    let hi32 = hi.iter().map(|b| exact::f32_below(&b.v, b.strict)).collect();
+    InputBox::new(lo64, hi64)?.with_float32(lo32, hi32)
 }
 
 /// The label of a robustness property: one sub-problem whose unsafe region

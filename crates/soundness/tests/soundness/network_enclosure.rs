@@ -162,7 +162,7 @@ fn property(net: &Network, input: &InputBox, rng: &mut SplitMix, gap: f64) -> Pr
     let y = exact(net, &centre).swap_remove(net.output());
     let mut half = || {
         let c: Vec<f64> = y.iter().map(|_| if rng.below(4) == 0 { 0.0 } else { 2.0 * rng.unit() - 1.0 }).collect();
-        Halfspace { d: dot(&c, &y).to_f64() - gap, c }
+        Halfspace::new(c.clone(), dot(&c, &y).to_f64() - gap)
     };
     let unsafe_region = vec![vec![half(), half()], vec![half()]];
     Property {

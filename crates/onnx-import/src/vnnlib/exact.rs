@@ -1,0 +1,169 @@
+//! Exact rationals for VNNLIB's real arithmetic: decimal literals read
+//! exactly, combined exactly, and rounded to f64 or float32 only at the end,
+//! in the direction each use needs.
+
+use num_bigint::BigInt;
+use num_rational::BigRational;
+use num_traits::{Signed, ToPrimitive, Zero};
+
+pub type Q = BigRational;
+
+/// Largest decimal exponent accepted (f64 spans 10^±324; beyond that a
+/// literal only costs memory).
+const MAX_EXP10: i64 = 400;
+
+/// A decimal literal (`12`, `-0.5`, `1e-3`, `.25`) as an exact rational;
+/// `None` when `s` is not a number.
+pub fn decimal(s: &str) -> Option<Result<Q, String>> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (mant, exp) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    let digits_ok = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() && frac.is_empty() || !digits_ok(int) || !digits_ok(frac) {
+        return None;
+    }
+    let e10: i64 = match exp {
+        None => 0,
+        Some(e) => {
+            let ed = e.strip_prefix(['-', '+']).unwrap_or(e);
+            if ed.is_empty() || !digits_ok(ed) {
+                return None;
+            }
+            match e.parse::<i64>() {
+                Ok(v) if v.abs() <= MAX_EXP10 => v,
+                _ => return Some(Err(format!("exponent of '{s}' out of range (at most {MAX_EXP10} in magnitude)"))),
+            }
+        }
+    };
+    let digits: BigInt = format!("0{int}{frac}").parse().ok()?;
+    let e = e10 - frac.len() as i64;
+    let ten = BigInt::from(10u32);
+    let p = num_traits::pow(ten, e.unsigned_abs() as usize);
+    let q = if e >= 0 { Q::from_integer(digits * p) } else { Q::new(digits, p) };
+    Some(Ok(if neg { -q } else { q }))
+}
+
+/// The exact value of a finite f64 (or f32) as a rational.
+pub fn of_f64(x: f64) -> Q {
+    Q::from_float(x).unwrap_or_else(Q::zero)
+}
+
+/// `x` if the rational is exactly an f64.
+pub fn exact_f64(q: &Q) -> Option<f64> {
+    let f = q.to_f64()?;
+    (f.is_finite() && of_f64(f) == *q).then_some(f + 0.0)
+}
+
+/// The largest f64 `≤ q` (`-inf` below the range).
+pub fn f64_down(q: &Q) -> f64 {
+    let mut f = q.to_f64().unwrap_or(if q.is_negative() { f64::NEG_INFINITY } else { f64::MAX });
+    if f == f64::INFINITY {
+        f = f64::MAX;
+    }
+    while f.is_finite() && of_f64(f) > *q {
+        f = f.next_down();
+    }
+    while f.next_up().is_finite() && of_f64(f.next_up()) <= *q {
+        f = f.next_up();
+    }
+    f + 0.0
+}
+
+/// The smallest f64 `≥ q` (`+inf` above the range).
+pub fn f64_up(q: &Q) -> f64 {
+    -f64_down(&-q.clone())
+}
+
+/// The largest float32 `≤ q` (`strict`: `< q`), `-inf` where none is.
+pub fn f32_below(q: &Q, strict: bool) -> f32 {
+    let mut f = polycert_interval::fp::from_f64_down::<f32>(f64_down(q));
+    // f64_down(q) ≤ q, so f ≤ q; a strict bound excludes q itself.
+    if strict && f.is_finite() && of_f64(f as f64) == *q {
+        f = f.next_down();
+    }
+    f
+}
+
+/// The smallest float32 `≥ q` (`strict`: `> q`), `+inf` where none is.
+pub fn f32_above(q: &Q, strict: bool) -> f32 {
+    -f32_below(&-q.clone(), strict)
+}
+
+/// The largest f64 `t` with `t ≤ q` (`strict`: `t < q`).
+pub fn f64_below(q: &Q, strict: bool) -> f64 {
+    let f = f64_down(q);
+    if strict && f.is_finite() && of_f64(f) == *q { f.next_down() } else { f }
+}
+
+/// `c` scaled by a positive rational so that every entry is an integer
+/// with no common factor; the factor is returned with it.
+pub fn integer_scaling(c: &[Q]) -> (Vec<Q>, Q) {
+    use num_integer::Integer;
+    let lcm = c.iter().fold(BigInt::from(1), |l, v| l.lcm(v.denom()));
+    let ints: Vec<BigInt> = c.iter().map(|v| v.numer() * (&lcm / v.denom())).collect();
+    let gcd = ints.iter().fold(BigInt::zero(), |g, v| g.gcd(v));
+    let gcd = if gcd.is_zero() { BigInt::from(1) } else { gcd };
+    let k = Q::new(lcm, gcd.clone());
+    (ints.into_iter().map(|v| Q::from_integer(v / &gcd)).collect(), k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use num_traits::FromPrimitive;
+
+    fn int(v: i64) -> Q {
+        Q::from_i64(v).unwrap()
+    }
+
+    fn q(s: &str) -> Q {
+        decimal(s).unwrap().unwrap()
+    }
+
+    #[test]
+    fn decimals_are_exact() {
+        assert_eq!(q("0.5"), Q::new(1.into(), 2.into()));
+        assert_eq!(q("-2"), int(-2));
+        assert_eq!(q("1e3"), int(1000));
+        assert_eq!(q(".25e1"), Q::new(5.into(), 2.into()));
+        assert_eq!(q("0.3") - q("0.1") - q("0.2"), Q::zero());
+        assert!(decimal("X_0").is_none() && decimal("inf").is_none() && decimal("1e").is_none());
+        assert!(decimal("1e999").unwrap().is_err());
+        assert_eq!(exact_f64(&q("0.1")), None);
+        assert_eq!(exact_f64(&q("9007199254740992")), Some(9007199254740992.0));
+        assert_eq!(exact_f64(&q("9007199254740993")), None);
+    }
+
+    #[test]
+    fn directed_rounding() {
+        let t = q("0.1");
+        assert!(f64_down(&t) < 0.1 || of_f64(0.1) < t);
+        assert_eq!(f64_down(&t).next_up(), f64_up(&t));
+        assert!(of_f64(f64_down(&t)) < t && of_f64(f64_up(&t)) > t);
+        assert_eq!(f64_up(&q("1e400")), f64::INFINITY);
+        assert_eq!(f64_down(&q("1e400")), f64::MAX);
+        assert_eq!(f64_down(&q("-1e400")), f64::NEG_INFINITY);
+        assert_eq!(f64_down(&q("0.5")), 0.5);
+        assert_eq!(f64_below(&q("0.5"), true), 0.5f64.next_down());
+        // Just below 1 + 2^-23: the float32 inside is 1, the f64 above is 1 + 2^-23.
+        let b = q("1.000000119209289550781249");
+        assert_eq!(f32_below(&b, false), 1.0);
+        assert_eq!(f64_up(&b), 1.0 + f64::powi(2.0, -23));
+        assert_eq!(f32_above(&q("1"), true), 1.0f32.next_up());
+        assert_eq!(f32_above(&q("1"), false), 1.0);
+    }
+
+    #[test]
+    fn scaling_to_integers() {
+        let (c, k) = integer_scaling(&[q("0.3"), q("-0.15"), Q::zero()]);
+        assert_eq!(c, vec![int(2), int(-1), int(0)]);
+        assert_eq!(k, Q::new(20.into(), 3.into()));
+    }
+}
