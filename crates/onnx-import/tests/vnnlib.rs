@@ -305,6 +305,15 @@ fn coefficients_are_exact_rationals() {
         parse_vnnlib(&format!("{base}(assert (>= (+ (* 0.3 Y_0) (* -0.1 Y_0) (* -0.2 Y_0)) 0.0))\n"), "z.vnnlib", 1, 2)
             .unwrap();
     assert_eq!(p.subproblems[0].unsafe_region, vec![Vec::<Halfspace>::new()]);
+    // `0 ≤ −0.5`: no output meets it, so nothing is unsafe (the property holds).
+    let p = parse_vnnlib(
+        &format!("{base}(assert (<= (+ (* 0.3 Y_0) (* -0.1 Y_0) (* -0.2 Y_0)) -0.5))\n"),
+        "f.vnnlib",
+        1,
+        2,
+    )
+    .unwrap();
+    assert!(p.subproblems.len() == 1 && p.subproblems[0].unsafe_region.is_empty());
     let p = parse_vnnlib(&format!("{base}(assert (>= (+ (* 0.1 Y_0) (* 0.2 Y_1)) 0.3))\n"), "s.vnnlib", 1, 2).unwrap();
     assert_eq!(p.subproblems[0].unsafe_region, vec![vec![Halfspace::new(vec![-1.0, -2.0], -3.0)]]);
     let e = parse_vnnlib(&format!("{base}(assert (<= (+ Y_0 (* 1e-300 Y_1)) 0))\n"), "r.vnnlib", 1, 2).unwrap_err();

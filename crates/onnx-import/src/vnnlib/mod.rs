@@ -389,6 +389,7 @@ impl Parser<'_> {
         let mut out: Vec<SubProblem> = Vec::new();
         let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
         let mut choice = vec![0usize; multi.len()];
+        let mut vacuous: Option<InputBox> = None;
         loop {
             let mut lo: Vec<Option<Bound>> = vec![None; n_in];
             let mut hi: Vec<Option<Bound>> = vec![None; n_in];
@@ -411,26 +412,18 @@ impl Parser<'_> {
             let (lo, hi): (Vec<Bound>, Vec<Bound>) =
                 (lo.into_iter().flatten().collect(), hi.into_iter().flatten().collect());
             let nonempty = |(l, h): (&Bound, &Bound)| l.v < h.v || l.v == h.v && !l.strict && !h.strict;
-            if feasible && lo.iter().zip(&hi).all(nonempty) {
+            if lo.iter().zip(&hi).all(nonempty) {
                 let input = stated_box(&lo, &hi).map_err(|e| self.semantic(e.to_string()))?;
-                let f32s = input
-                    .float32
-                    .as_deref()
-                    .map_or(&[][..], |f| &f.0[..])
-                    .iter()
-                    .chain(input.float32.as_deref().map_or(&[][..], |f| &f.1[..]));
-                let key: Vec<u64> = input
-                    .lo
-                    .iter()
-                    .chain(&input.hi)
-                    .map(|v| v.to_bits())
-                    .chain(f32s.map(|v| v.to_bits() as u64))
-                    .collect();
-                let k = *index.entry(key).or_insert_with(|| {
-                    out.push(SubProblem { input, unsafe_region: Vec::new() });
-                    out.len() - 1
-                });
-                out[k].unsafe_region.push(conj);
+                if feasible {
+                    let k = *index.entry(box_key(&input)).or_insert_with(|| {
+                        out.push(SubProblem { input, unsafe_region: Vec::new() });
+                        out.len() - 1
+                    });
+                    out[k].unsafe_region.push(conj);
+                } else {
+                    // Outputs that no value meets (`0 ≤ −1`): nothing to reach here.
+                    vacuous.get_or_insert(input);
+                }
             }
             // next combination, the last assertion varying fastest
             let mut d = choice.len();
@@ -446,11 +439,19 @@ impl Parser<'_> {
                 break;
             }
         }
-        if out.is_empty() {
-            return Err(self.semantic("the input constraints are unsatisfiable".into()));
+        match (out.is_empty(), vacuous) {
+            // Every disjunct's outputs are unsatisfiable: the property holds.
+            (true, Some(input)) => Ok(vec![SubProblem { input, unsafe_region: Vec::new() }]),
+            (true, None) => Err(self.semantic("the input constraints are unsatisfiable".into())),
+            (false, _) => Ok(out),
         }
-        Ok(out)
     }
+}
+
+/// A box's identity for grouping disjuncts: its f64 and float32 bounds.
+fn box_key(b: &InputBox) -> Vec<u64> {
+    let f32s = b.float32.as_deref().into_iter().flat_map(|(l, h)| l.iter().chain(h));
+    b.lo.iter().chain(&b.hi).map(|v| v.to_bits()).chain(f32s.map(|v| u64::from(v.to_bits()))).collect()
 }
 
 /// Keeps the tighter of `b` and the bound in `slot` (an upper bound when
