@@ -8,7 +8,7 @@ deadline, then their summaries merged.
         --configs cpu:f64:point,cpu:f32:point,cpu:f64:interval,cpu:f32:interval,cuda:f32:point \\
         --out merged.json
 
-Every fourth shard runs polycert's default search (branch and bound, with
+Every eighth shard runs polycert's default search (branch and bound, with
 `--timeout`); the others pass `--no-bab`, so that most of the time goes to
 the boundary (import, VNNLIB, counterexample checks) rather than the search.
 Shard k sees GPU k mod --gpus. A shard still running at the deadline is
@@ -32,6 +32,7 @@ def shard_cmd(a, seed: int, work: Path, bab: bool) -> list:
            "--networks", str(a.networks), "--props", str(a.props), "--timeout", str(a.timeout),
            "--configs", a.configs, "--no-regression", "--no-tour", "--workdir", str(work / "work"),
            "--summary", str(work / "summary.json"), "--keep", str(work / "keep")]
+    cmd += [f"--polycert-arg={x}" for x in a.polycert_arg]
     return cmd if bab else cmd + ["--polycert-arg=--no-bab"]
 
 
@@ -66,6 +67,7 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=0)
     ap.add_argument("--configs", default="cpu:f64:point,cpu:f32:point,cpu:f64:interval,cpu:f32:interval")
     ap.add_argument("--root", default="/tmp/bh-shards")
+    ap.add_argument("--polycert-arg", action="append", default=[], help="extra argument for polycert (repeatable)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     t0, root = time.time(), Path(a.root)
@@ -78,7 +80,7 @@ def main() -> int:
             if a.gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(seed % a.gpus)
             log = open(work / "log.txt", "w")
-            p = subprocess.Popen(shard_cmd(a, seed, work, seed % 4 == 3), stdout=log, stderr=subprocess.STDOUT, env=env)
+            p = subprocess.Popen(shard_cmd(a, seed, work, seed % 8 == 7), stdout=log, stderr=subprocess.STDOUT, env=env)
             running[seed] = (p, work, log)
             seed += 1
         time.sleep(0.5)
