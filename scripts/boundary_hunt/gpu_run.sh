@@ -20,8 +20,10 @@ if [ -n "$tests" ]; then
     python3 scripts/boundary_hunt/hunt.py --polycert carry/bin/polycert --short --configs "$cuda,$cpu" \
         --summary "$out/short.json" --keep /tmp/bh-keep-short > "$out/short.txt" 2>&1 &
 fi
+reserve=2; [ -n "$tests" ] && reserve=6
+jobs=$(( $(nproc) - reserve ))
 left=$(( deadline - ($(date +%s) - t0) - 40 ))
-python3 scripts/boundary_hunt/shards.py --polycert carry/bin/polycert --jobs $(( $(nproc) - 6 )) --gpus "$gpus" \
+python3 scripts/boundary_hunt/shards.py --polycert carry/bin/polycert --jobs "$jobs" --gpus "$gpus" \
     --deadline "$left" --first-seed "$first" --networks 20 --props 10 --timeout 0.5 --configs "$cpu,$cuda" \
     --polycert-arg=--memory-mb=2000 --out "$out/long-$first.json" > "$out/long-$first.txt" 2>&1
 wait

@@ -48,7 +48,7 @@ from gen_onnx import random_net  # noqa: E402
 from onnx_builder import Skip  # noqa: E402
 from tour import TOUR, tour_net  # noqa: E402
 from gen_vnnlib import random_prop, tight_prop, write  # noqa: E402
-from judge import Evaluator, check_cex, exact_point, search  # noqa: E402
+from judge import Evaluator, check_cex, exact_point, runtime_disagrees, search  # noqa: E402
 
 DEFAULT_CONFIGS = "cpu:f64:point,cpu:f32:point,cpu:f64:interval,cpu:f32:interval"
 
@@ -326,6 +326,7 @@ def main(argv=None):
 
     # -- judge -------------------------------------------------------------
     violations = []
+    disagreements = []  # onnxruntime against the ONNX reference evaluator (judge.runtime_disagrees)
     notes = []
     t_judge = time.time()
     tallies = {cfg: Counter() for cfg in configs}
@@ -351,7 +352,7 @@ def main(argv=None):
                     v = {"instance": it.id, "config": cfg, "kind": "false_unsat", "reason": reason, "regression": it.net.regression, "point": point}
                     if a.keep:
                         v["kept"] = keep(a.keep, work, it, cfg, "false_unsat", reason, point, polycert)
-                    violations.append(v)
+                    (disagreements if runtime_disagrees(ev, x, y) else violations).append(v)
             elif cls == "sat":
                 judged["sat_checked"] += 1
                 cex = row.get("counterexample", "")
@@ -368,7 +369,8 @@ def main(argv=None):
                     v = {"instance": it.id, "config": cfg, "kind": "false_sat", "reason": reason, "regression": it.net.regression, "point": point}
                     if a.keep:
                         v["kept"] = keep(a.keep, work, it, cfg, "false_sat", reason, point, polycert)
-                    violations.append(v)
+                    disagree = x is not None and y is not None and runtime_disagrees(ev, x, y)
+                    (disagreements if disagree else violations).append(v)
             elif cls in ("unknown", "timeout") and it.prop.expect == "sat":
                 judged[f"missed_sat:{cfg}"] += 1  # reachable by construction, not falsified
             if cls in ("error", "crash"):
@@ -430,6 +432,7 @@ def main(argv=None):
         "tallies": {c: dict(t) for c, t in tallies.items()},
         "judged": dict(judged),
         "violations": violations,
+        "runtime_disagreements": disagreements,
         "regression": regression,
         "crashes": crashes,
         "refusals": dict(refusal_msgs.most_common(30)),
@@ -460,6 +463,10 @@ def main(argv=None):
         log("regression cases:")
         for k, v in regression.items():
             log(f"  {k:<36} " + "  ".join(f"{c}={r}" for c, r in v.items()))
+    if disagreements:
+        log(f"onnxruntime departs from the ONNX reference evaluator on {len(disagreements)} judged answers (not counted):")
+        for v in disagreements[:5]:
+            log(f"  {v['instance']} under {v['config']}: {v['reason'][:200]}")
     log(f"VIOLATIONS: {len(violations)}")
     for v in violations:
         log(f"  [{v['kind']}] {v['instance']} under {v['config']}: {v['reason'][:300]}" + (f"\n      kept: {v['kept']}" if "kept" in v else ""))

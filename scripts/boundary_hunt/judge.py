@@ -23,6 +23,7 @@ from gen_vnnlib import float32_box
 
 class Evaluator:
     def __init__(self, model_bytes: bytes, in_shape):
+        self.model_bytes = model_bytes
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.inter_op_num_threads = 1
@@ -43,6 +44,21 @@ class Evaluator:
             if len(self.cache) < 20000:
                 self.cache[k] = y
         return y
+
+
+def runtime_disagrees(ev: Evaluator, x, y) -> bool:
+    """Whether onnx's reference evaluator (numpy: an implementation of the
+    spec independent of onnxruntime's kernels) puts some output at `x` more
+    than 1e-3 (relative) from onnxruntime's `y`: then onnxruntime, not
+    polycert, departs from the model (seen: onnxruntime 1.30's MaxPool with
+    asymmetric pads), and the case is reported apart from violations."""
+    from onnx.reference import ReferenceEvaluator
+
+    ref = ReferenceEvaluator(ev.model_bytes)
+    name = ref.input_names[0]
+    r = np.asarray(ref.run(None, {name: np.asarray(x, dtype=F32).reshape(ev.in_shape)})[0], dtype=np.float64).reshape(-1)
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    return bool(np.any(np.abs(r - y) > 1e-3 * (1 + np.abs(y))))
 
 
 class Compiled:

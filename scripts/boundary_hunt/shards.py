@@ -38,7 +38,7 @@ def shard_cmd(a, seed: int, work: Path, bab: bool) -> list:
 
 def merge(summaries: list) -> dict:
     tallies: dict = {}
-    judged, nets, crashes, violations = Counter(), Counter(), [], []
+    judged, nets, crashes, violations, disagree = Counter(), Counter(), [], [], []
     props = 0
     for s in summaries:
         props += s["properties"]
@@ -49,9 +49,10 @@ def merge(summaries: list) -> dict:
         judged.update(s["judged"])
         violations += [dict(v, seed=s["seed"]) for v in s["violations"]]
         crashes += [dict(c, seed=s["seed"]) for c in s["crashes"]]
+        disagree += [dict(v, seed=s["seed"]) for v in s.get("runtime_disagreements", [])]
     return {"shards": len(summaries), "networks": dict(nets), "properties": props,
             "tallies": {c: dict(t) for c, t in tallies.items()}, "judged": dict(judged),
-            "violations": violations, "crashes": crashes}
+            "violations": violations, "runtime_disagreements": disagree, "crashes": crashes}
 
 
 def main() -> int:
@@ -100,8 +101,9 @@ def main() -> int:
     m = merge(done)
     m.update(stopped_at_deadline=stopped, wall_seconds=round(time.time() - t0, 1), args=vars(a))
     Path(a.out).write_text(json.dumps(m, indent=1))
-    print(json.dumps({k: v for k, v in m.items() if k not in ("violations", "crashes", "args")}, indent=1))
-    print(f"VIOLATIONS: {len(m['violations'])}, crashes: {len(m['crashes'])}")
+    print(json.dumps({k: v for k, v in m.items() if k not in ("violations", "runtime_disagreements", "crashes", "args")}, indent=1))
+    print(f"VIOLATIONS: {len(m['violations'])}, crashes: {len(m['crashes'])}, "
+          f"onnxruntime against the reference evaluator: {len(m['runtime_disagreements'])}")
     for v in m["violations"][:20]:
         print(f"  seed {v['seed']} [{v['kind']}] {v['instance']} under {v['config']}: {v['reason'][:200]}")
     return 1 if m["violations"] else 0
