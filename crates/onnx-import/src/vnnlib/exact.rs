@@ -5,6 +5,7 @@
 use num_bigint::BigInt;
 use num_rational::BigRational;
 use num_traits::{Signed, ToPrimitive, Zero};
+use std::cmp::Ordering;
 
 pub type Q = BigRational;
 
@@ -51,26 +52,50 @@ pub fn decimal(s: &str) -> Option<Result<Q, String>> {
 }
 
 /// The exact value of a finite f64 (or f32) as a rational.
+#[cfg(test)]
 pub fn of_f64(x: f64) -> Q {
     Q::from_float(x).unwrap_or_else(Q::zero)
 }
 
+/// A finite `x` against `q`, exactly: `x = m·2^e` is compared with `n/d` as
+/// the integers `m·d·2^e` and `n` (no rational is built or normalised).
+fn cmp_f64(x: f64, q: &Q) -> Ordering {
+    let (mant, exp, sign) = num_traits::float::FloatCore::integer_decode(x);
+    let lhs = BigInt::from(sign) * BigInt::from(mant) * q.denom();
+    if exp >= 0 { (lhs << exp as usize).cmp(q.numer()) } else { lhs.cmp(&(q.numer() << (-exp) as usize)) }
+}
+
+/// `a` against `b`, exactly, by cross-multiplication (denominators are
+/// positive).
+pub fn cmp_q(a: &Q, b: &Q) -> Ordering {
+    (a.numer() * b.denom()).cmp(&(b.numer() * a.denom()))
+}
+
+/// An f64 within a few units of `q` (`±inf` past the range): numerator over
+/// denominator in f64 where both convert, else the slow exact conversion.
+fn near_f64(q: &Q) -> f64 {
+    match (q.numer().to_f64(), q.denom().to_f64()) {
+        (Some(n), Some(d)) if n.is_finite() && d.is_finite() && d > 0.0 && (n / d).is_normal() => n / d,
+        _ => q.to_f64().unwrap_or(if q.is_negative() { f64::NEG_INFINITY } else { f64::INFINITY }),
+    }
+}
+
 /// `x` if the rational is exactly an f64.
 pub fn exact_f64(q: &Q) -> Option<f64> {
-    let f = q.to_f64()?;
-    (f.is_finite() && of_f64(f) == *q).then_some(f + 0.0)
+    let f = f64_down(q);
+    (f.is_finite() && cmp_f64(f, q) == Ordering::Equal).then_some(f + 0.0)
 }
 
 /// The largest f64 `≤ q` (`-inf` below the range).
 pub fn f64_down(q: &Q) -> f64 {
-    let mut f = q.to_f64().unwrap_or(if q.is_negative() { f64::NEG_INFINITY } else { f64::MAX });
+    let mut f = near_f64(q);
     if f == f64::INFINITY {
         f = f64::MAX;
     }
-    while f.is_finite() && of_f64(f) > *q {
+    while f.is_finite() && cmp_f64(f, q) == Ordering::Greater {
         f = f.next_down();
     }
-    while f.next_up().is_finite() && of_f64(f.next_up()) <= *q {
+    while f.next_up().is_finite() && cmp_f64(f.next_up(), q) != Ordering::Greater {
         f = f.next_up();
     }
     f + 0.0
@@ -85,7 +110,7 @@ pub fn f64_up(q: &Q) -> f64 {
 pub fn f32_below(q: &Q, strict: bool) -> f32 {
     let mut f = polycert_interval::fp::from_f64_down::<f32>(f64_down(q));
     // f64_down(q) ≤ q, so f ≤ q; a strict bound excludes q itself.
-    if strict && f.is_finite() && of_f64(f as f64) == *q {
+    if strict && f.is_finite() && cmp_f64(f as f64, q) == Ordering::Equal {
         f = f.next_down();
     }
     f
@@ -99,7 +124,7 @@ pub fn f32_above(q: &Q, strict: bool) -> f32 {
 /// The largest f64 `t` with `t ≤ q` (`strict`: `t < q`).
 pub fn f64_below(q: &Q, strict: bool) -> f64 {
     let f = f64_down(q);
-    if strict && f.is_finite() && of_f64(f) == *q { f.next_down() } else { f }
+    if strict && f.is_finite() && cmp_f64(f, q) == Ordering::Equal { f.next_down() } else { f }
 }
 
 /// `c` scaled by a positive rational so that every entry is an integer

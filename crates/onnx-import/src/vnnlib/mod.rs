@@ -26,6 +26,7 @@ use exact::Q;
 use num_traits::{One, Signed, Zero};
 use polycert_deeppoly::{Halfspace, InputBox, Property, SubProblem};
 use sexpr::{Pos, Sx};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::Path;
@@ -411,7 +412,11 @@ impl Parser<'_> {
             }
             let (lo, hi): (Vec<Bound>, Vec<Bound>) =
                 (lo.into_iter().flatten().collect(), hi.into_iter().flatten().collect());
-            let nonempty = |(l, h): (&Bound, &Bound)| l.v < h.v || l.v == h.v && !l.strict && !h.strict;
+            let nonempty = |(l, h): (&Bound, &Bound)| match exact::cmp_q(&l.v, &h.v) {
+                Ordering::Less => true,
+                Ordering::Equal => !l.strict && !h.strict,
+                Ordering::Greater => false,
+            };
             if lo.iter().zip(&hi).all(nonempty) {
                 let input = stated_box(&lo, &hi).map_err(|e| self.semantic(e.to_string()))?;
                 if feasible {
@@ -460,8 +465,11 @@ fn tighter(slot: &mut Option<Bound>, b: &Bound, upper: bool) {
     let replace = match slot {
         None => true,
         Some(old) => {
-            let inside = if upper { b.v < old.v } else { b.v > old.v };
-            inside || b.v == old.v && b.strict && !old.strict
+            let inside = if upper { Ordering::Less } else { Ordering::Greater };
+            match exact::cmp_q(&b.v, &old.v) {
+                Ordering::Equal => b.strict && !old.strict,
+                o => o == inside,
+            }
         }
     };
     if replace {
