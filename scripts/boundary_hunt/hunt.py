@@ -443,6 +443,7 @@ def main(argv=None):
         "generator_failures": gen_failures[:50],
     }
     if a.summary:
+        a.summary.parent.mkdir(parents=True, exist_ok=True)
         a.summary.write_text(json.dumps(summary, indent=1, default=str))
 
     log("")
