@@ -11,7 +11,7 @@ t0=$(date +%s)
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 gpus=$(nvidia-smi -L | wc -l)
 { nvidia-smi -L; nproc; python3 -c "import onnx, onnxruntime, numpy; print('onnx', onnx.__version__, 'onnxruntime', onnxruntime.__version__, 'numpy', numpy.__version__)"; } > "$out/machine.txt" 2>&1
-cuda=cuda:f32:point,cuda:f64:point,cuda:f32:interval
+cuda=cuda:f32:point,cuda:f64:point,cuda:f32:interval,cuda:f64:interval
 cpu=cpu:f64:point,cpu:f32:point,cpu:f64:interval,cpu:f32:interval
 if [ -n "$tests" ]; then
     export POLYCERT_REQUIRE_GPU=1
