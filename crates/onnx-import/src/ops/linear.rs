@@ -93,11 +93,12 @@ fn scaled_gemm(
     let sum = imp.push(node, ".sum", Op::Dense { weight, bias: vec![0.0; n], out: n }, &[x])?;
     let iv = |lo: f64, hi: f64| Interval::new(lo, hi).map_err(|e| OpError::Msg(format!("alpha/beta: {e}")));
     let one_rounding = FloatModel::F32.error_bound(1);
+    let beta = iv(beta, beta)?;
     let mut add = Vec::with_capacity(n);
     for &v in &c {
-        let (lo, hi) = (fp::mul_down(beta, v).min(fp::mul_up(beta, v)), fp::mul_up(beta, v).max(fp::mul_down(beta, v)));
-        let e = one_rounding.of(lo.abs().max(hi.abs()));
-        add.push(iv(fp::sub_down(lo, e), fp::add_up(hi, e))?);
+        let bc = beta.mul_scalar(v);
+        let e = one_rounding.of(bc.mag());
+        add.push(iv(fp::sub_down(bc.lo(), e), fp::add_up(bc.hi(), e))?);
     }
     let op = Op::ChannelAffine { mul: vec![iv(alpha, alpha)?; n], add, float_ops: 2 };
     let id = imp.push(node, "", op, &[sum])?;

@@ -153,7 +153,7 @@ impl Lin {
 }
 
 /// A bound on one input: its exact value and whether it is strict.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct Bound {
     v: Q,
     strict: bool,
