@@ -100,6 +100,155 @@ pub fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
     std::fs::write(path, s).with_context(|| format!("{}: cannot write", path.display()))
 }
 
+/// The message of a row that branch and bound decided or left open.
+fn search_message(s: &polycert_deeppoly::split::SearchStats) -> String {
+    // Positive only once every leaf is proved: the proof's margin.
+    let what = if s.best_bound > 0.0 { "margin" } else { "weakest bound" };
+    let from_root = match s.leaves_from_root {
+        0 => String::new(),
+        n => format!(", {n} leaves with their root's bounds (search memory)"),
+    };
+    format!(
+        "{} splitting: {} leaves proved, {} open, {what} {:e}{from_root}",
+        s.branching, s.leaves_proved, s.leaves_open, s.best_bound
+    )
+}
+
+/// A record waiting for the rows before it, with its counterexample file.
+type Ready = Option<(Record, Option<PathBuf>)>;
+
+/// One `vnncomp` run: where rows go, and what it has tallied so far.
+struct Runner<'a> {
+    args: &'a VnncompArgs,
+    base: PathBuf,
+    cex_dir: PathBuf,
+    out: ResultsFile,
+    bar: indicatif::ProgressBar,
+    progress: std::sync::Arc<polycert_deeppoly::progress::Progress>,
+    models: HashMap<String, std::result::Result<model::Imported, String>>,
+    /// Load time per network, charged to the first row that uses it.
+    prepare: HashMap<String, f64>,
+    tally: Vec<(&'static str, f64)>,
+    first_error: Option<String>,
+}
+
+impl Runner<'_> {
+    /// Writes one instance's row, and tallies it.
+    fn emit(&mut self, inst: &Instance, rec: Record, cex: Option<PathBuf>) -> Result<()> {
+        let r = vnn_result(&rec.result);
+        self.out.write(&Row {
+            onnx: &inst.onnx,
+            vnnlib: &inst.vnnlib,
+            result: r,
+            seconds: rec.seconds,
+            prepare_seconds: self.prepare.get_mut(&inst.onnx).map(std::mem::take).unwrap_or(0.0),
+            counterexample: cex,
+            message: rec.error.clone().or_else(|| rec.search.as_ref().map(search_message)),
+        })?;
+        let err = rec.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+        self.bar.suspend(|| errln!("{} {} -> {r} ({:.3}s){err}", inst.onnx, inst.vnnlib, rec.seconds));
+        self.bar.inc(1);
+        self.tally.push((r, rec.seconds));
+        if self.first_error.is_none() {
+            self.first_error = rec.error;
+        }
+        Ok(())
+    }
+
+    /// Loads `onnx` once; its time goes to [`Runner::prepare`].
+    fn load(&mut self, onnx: &str) {
+        if !self.models.contains_key(onnx) {
+            let t = Instant::now();
+            let m = model::load(&self.base.join(onnx)).map_err(|e| format!("{e:#}"));
+            self.prepare.insert(onnx.to_string(), t.elapsed().as_secs_f64());
+            self.models.insert(onnx.to_string(), m);
+        }
+    }
+
+    /// Writes the rows of `ready` from `next` on, as long as they are there.
+    fn flush(&mut self, group: &[&Instance], ready: &mut [Ready], next: &mut usize) -> Result<()> {
+        while let Some((rec, cex)) = ready.get_mut(*next).and_then(Option::take) {
+            self.emit(group[*next], rec, cex)?;
+            *next += 1;
+        }
+        Ok(())
+    }
+
+    /// Consecutive instances on one network with one timeout, analysed as
+    /// batches (their rows share the GEMMs); rows go out in instance order.
+    fn group(&mut self, backend: &engine::Engine, group: &[&Instance]) -> Result<()> {
+        let first = group[0];
+        self.load(&first.onnx);
+        let imported = match self.models.remove(&first.onnx).expect("loaded") {
+            Err(e) => {
+                for inst in group {
+                    self.emit(inst, Record::error(&inst.onnx, &inst.vnnlib, e.clone()), None)?;
+                }
+                self.models.insert(first.onnx.clone(), Err(e));
+                return Ok(());
+            }
+            Ok(m) => m,
+        };
+        let r = self.analyse(backend, group, &imported);
+        self.models.insert(first.onnx.clone(), Ok(imported));
+        r
+    }
+
+    fn analyse(&mut self, backend: &engine::Engine, group: &[&Instance], imported: &model::Imported) -> Result<()> {
+        let first = group[0];
+        // A bad property file's error row waits for the results before it.
+        let mut ready: Vec<Ready> = Vec::with_capacity(group.len());
+        let (mut jobs, mut member) = (Vec::new(), Vec::new());
+        for (k, inst) in group.iter().enumerate() {
+            match model::load_vnnlib(imported, &self.base.join(&inst.vnnlib)) {
+                Err(e) => ready.push(Some((Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")), None))),
+                Ok(property) => {
+                    ready.push(None);
+                    jobs.push(Job { name: inst.vnnlib.clone(), property });
+                    member.push(k);
+                }
+            }
+        }
+        let a = self.args;
+        let mut opts = a.analysis.options(Some(first.timeout));
+        opts.progress = Some(self.progress.clone());
+        let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers(jobs.len(), a.analysis.batch));
+        let (mut next_job, mut next_row) = (0, 0);
+        self.flush(group, &mut ready, &mut next_row)?;
+        let net = &imported.network;
+        let r = engine::run_jobs_parallel(
+            backend,
+            workers,
+            net,
+            &first.onnx,
+            &jobs,
+            &opts,
+            a.analysis.precision,
+            &mut |rec| {
+                let k = member[next_job];
+                next_job += 1;
+                let cex = match &rec.counterexample {
+                    Some(x) => Some(self.write_cex(group[k], imported, x)?),
+                    None => None,
+                };
+                ready[k] = Some((rec, cex));
+                self.flush(group, &mut ready, &mut next_row)
+            },
+        );
+        r?;
+        self.flush(group, &mut ready, &mut next_row)
+    }
+
+    /// The counterexample file of `inst`, written.
+    fn write_cex(&self, inst: &Instance, imported: &model::Imported, x: &[f32]) -> Result<PathBuf> {
+        std::fs::create_dir_all(&self.cex_dir)?;
+        let y = polycert_deeppoly::eval::eval::<f32>(&imported.network, x);
+        let path = self.cex_dir.join(cex_file_name(inst));
+        write_cex(&path, &imported.from_ir_input(x), &y)?;
+        Ok(path)
+    }
+}
+
 pub fn run(a: VnncompArgs) -> Result<bool> {
     a.analysis.start_threads()?;
     let backend = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
@@ -114,14 +263,8 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
         (_, true) => Mode::Overwrite,
         _ => Mode::New,
     };
-    let (mut out, rows) = ResultsFile::open(&a.results, a.format, category, mode)?;
+    let (out, rows) = ResultsFile::open(&a.results, a.format, category, mode)?;
     let done: HashSet<(String, String)> = rows.into_iter().collect();
-    let cex_dir = PathBuf::from(format!("{}.cex", a.results.display()));
-    let mut models: HashMap<String, std::result::Result<model::Imported, String>> = HashMap::new();
-    let (mut all_unsat, mut first_error) = (true, None);
-    let mut tally: Vec<(&'static str, f64)> = Vec::with_capacity(instances.len());
-    // Load time per network, charged to the first row that uses it.
-    let prepare: std::cell::RefCell<HashMap<String, f64>> = Default::default();
     let pending: Vec<&Instance> =
         instances.iter().filter(|i| !done.contains(&(i.onnx.clone(), i.vnnlib.clone()))).collect();
     if a.resume {
@@ -133,129 +276,31 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             pending.len()
         );
     }
-    let progress = std::sync::Arc::new(polycert_deeppoly::progress::Progress::default());
-    let bar = crate::live::bar(pending.len());
-    let mut emit = |inst: &Instance, rec: Record, cex: Option<PathBuf>| -> Result<()> {
-        let r = vnn_result(&rec.result);
-        let prepare_seconds = prepare.borrow_mut().get_mut(&inst.onnx).map(std::mem::take).unwrap_or(0.0);
-        out.write(&Row {
-            onnx: &inst.onnx,
-            vnnlib: &inst.vnnlib,
-            result: r,
-            seconds: rec.seconds,
-            prepare_seconds,
-            counterexample: cex,
-            message: rec.error.clone().or_else(|| {
-                rec.search.map(|s| {
-                    // Positive only once every leaf is proved: the proof's margin.
-                    let what = if s.best_bound > 0.0 { "margin" } else { "weakest bound" };
-                    let from_root = match s.leaves_from_root {
-                        0 => String::new(),
-                        n => format!(", {n} leaves with their root's bounds (search memory)"),
-                    };
-                    format!(
-                        "{} splitting: {} leaves proved, {} open, {what} {:e}{from_root}",
-                        s.branching, s.leaves_proved, s.leaves_open, s.best_bound
-                    )
-                })
-            }),
-        })?;
-        bar.suspend(|| {
-            errln!(
-                "{} {} -> {r} ({:.3}s){}",
-                inst.onnx,
-                inst.vnnlib,
-                rec.seconds,
-                rec.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
-            )
-        });
-        bar.inc(1);
-        tally.push((r, rec.seconds));
-        all_unsat &= r == "unsat";
-        if first_error.is_none() {
-            first_error = rec.error;
-        }
-        Ok(())
+    let mut r = Runner {
+        args: &a,
+        base,
+        cex_dir: PathBuf::from(format!("{}.cex", a.results.display())),
+        out,
+        bar: crate::live::bar(pending.len()),
+        progress: Default::default(),
+        models: HashMap::new(),
+        prepare: HashMap::new(),
+        tally: Vec::with_capacity(pending.len()),
+        first_error: None,
     };
-    // Consecutive instances on one network with one timeout are analysed as
-    // batches (their rows share the GEMMs); `--batch 1` runs them one by one.
+    let (bar, progress) = (r.bar.clone(), r.progress.clone());
     crate::live::while_running(&bar, &progress, || -> Result<()> {
         for group in pending.chunk_by(|x, y| x.onnx == y.onnx && x.timeout == y.timeout) {
-            let first = group[0];
-            let imported = match models.entry(first.onnx.clone()).or_insert_with(|| {
-                let t = Instant::now();
-                let m = model::load(&base.join(&first.onnx)).map_err(|e| format!("{e:#}"));
-                prepare.borrow_mut().insert(first.onnx.clone(), t.elapsed().as_secs_f64());
-                m
-            }) {
-                Err(e) => {
-                    for inst in group {
-                        emit(inst, Record::error(&inst.onnx, &inst.vnnlib, e.clone()), None)?;
-                    }
-                    continue;
-                }
-                Ok(m) => &*m,
-            };
-            let net = &imported.network;
-            // Rows go out in instance order: a bad property file's error row
-            // waits for the results before it.
-            let mut ready: Vec<Option<(Record, Option<PathBuf>)>> = Vec::with_capacity(group.len());
-            let (mut jobs, mut member) = (Vec::new(), Vec::new());
-            for (k, inst) in group.iter().enumerate() {
-                match model::load_vnnlib(imported, &base.join(&inst.vnnlib)) {
-                    Err(e) => ready.push(Some((Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")), None))),
-                    Ok(property) => {
-                        ready.push(None);
-                        jobs.push(Job { name: inst.vnnlib.clone(), property });
-                        member.push(k);
-                    }
-                }
-            }
-            let mut opts = a.analysis.options(Some(first.timeout));
-            opts.progress = Some(progress.clone());
-            let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers(jobs.len(), a.analysis.batch));
-            let (mut next_job, mut next_row) = (0, 0);
-            let mut flush = |ready: &mut Vec<Option<(Record, Option<PathBuf>)>>, next_row: &mut usize| -> Result<()> {
-                while let Some((rec, cex)) = ready.get_mut(*next_row).and_then(Option::take) {
-                    emit(group[*next_row], rec, cex)?;
-                    *next_row += 1;
-                }
-                Ok(())
-            };
-            flush(&mut ready, &mut next_row)?;
-            engine::run_jobs_parallel(
-                &backend,
-                workers,
-                net,
-                &first.onnx,
-                &jobs,
-                &opts,
-                a.analysis.precision,
-                &mut |rec| {
-                    let k = member[next_job];
-                    next_job += 1;
-                    let mut cex = None;
-                    if let Some(x) = &rec.counterexample {
-                        std::fs::create_dir_all(&cex_dir)?;
-                        let y = polycert_deeppoly::eval::eval::<f32>(net, x);
-                        let path = cex_dir.join(cex_file_name(group[k]));
-                        write_cex(&path, &imported.from_ir_input(x), &y)?;
-                        cex = Some(path);
-                    }
-                    ready[k] = Some((rec, cex));
-                    flush(&mut ready, &mut next_row)
-                },
-            )?;
-            flush(&mut ready, &mut next_row)?;
+            r.group(&backend, group)?;
         }
         Ok(())
     })?;
     bar.finish_and_clear();
-    if !tally.is_empty() {
-        err!("{}", crate::records::vnn_summary(&tally));
+    if !r.tally.is_empty() {
+        err!("{}", crate::records::vnn_summary(&r.tally));
     }
-    if let Some(e) = first_error {
+    if let Some(e) = r.first_error {
         bail!(InputError(format!("some instances failed; first error: {e}")));
     }
-    Ok(!a.exit_code || all_unsat)
+    Ok(!a.exit_code || r.tally.iter().all(|t| t.0 == "unsat"))
 }

@@ -237,20 +237,7 @@ fn vnncomp_keeps_rows_on_error_and_resumes() {
 #[test]
 fn vnncomp_never_loses_rows_or_counterexamples() {
     let dir = tmp("vnn-append");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(DIGITS, dir.join("a.onnx")).unwrap();
-    std::fs::copy(DIGITS, dir.join("b.onnx")).unwrap();
-    digits_vnnlib(&dir.join("safe.vnnlib"), 64, 0.001);
-    digits_vnnlib(&dir.join("wide.vnnlib"), 64, 0.5);
-    std::fs::write(
-        dir.join("instances.csv"),
-        "a.onnx,safe.vnnlib,60
-a.onnx,wide.vnnlib,60
-b.onnx,wide.vnnlib,60
-",
-    )
-    .unwrap();
-    let (inst, res) = (dir.join("instances.csv"), dir.join("results.csv"));
+    let (inst, res) = (two_networks(&dir), dir.join("results.csv"));
     let args =
         ["vnncomp", "--instances", inst.to_str().unwrap(), "--results", res.to_str().unwrap(), "--backend", "cpu"];
     let run = |extra: &[&str]| {
@@ -286,8 +273,25 @@ b.onnx,wide.vnnlib,60
     assert_eq!(got.len(), 3);
     assert_eq!(got[..2], rows[..2]);
     assert_eq!(got[2][..3], ["b.onnx", "wide.vnnlib", "sat"]);
+}
 
-    // --format vnncomp: exactly run_single_instance.sh's lines, no header.
+/// Two networks sharing the safe and the wide property of the digits model.
+fn two_networks(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(DIGITS, dir.join("a.onnx")).unwrap();
+    std::fs::copy(DIGITS, dir.join("b.onnx")).unwrap();
+    digits_vnnlib(&dir.join("safe.vnnlib"), 64, 0.001);
+    digits_vnnlib(&dir.join("wide.vnnlib"), 64, 0.5);
+    let inst = dir.join("instances.csv");
+    std::fs::write(&inst, "a.onnx,safe.vnnlib,60\na.onnx,wide.vnnlib,60\nb.onnx,wide.vnnlib,60\n").unwrap();
+    inst
+}
+
+/// `--format vnncomp`: exactly run_single_instance.sh's lines, no header.
+#[test]
+fn vnncomp_format_writes_run_single_instance_lines() {
+    let dir = tmp("vnn-format");
+    let inst = two_networks(&dir);
     let vnn = dir.join("vnncomp.csv");
     let o = polycert(&[
         "vnncomp",
