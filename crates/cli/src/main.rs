@@ -8,6 +8,7 @@ mod fpna;
 mod images;
 mod live;
 mod model;
+mod plot;
 mod records;
 mod report;
 mod results;

@@ -7,7 +7,6 @@
 
 mod gpu;
 mod kendall;
-mod plot;
 mod variability;
 
 use crate::say::{errln, outln};
@@ -116,7 +115,10 @@ fn kendall_cmd(a: KendallArgs) -> Result<()> {
     let taus: Vec<Option<f64>> = pairs.par_iter().map(|&(i, j)| kendall::tau_b(&xs[i], &ys[j])).collect();
     let defined: Vec<f64> = taus.iter().flatten().copied().collect();
     if let Some(p) = &a.png {
-        plot::histogram_png(p, &kendall::histogram(&defined, a.histogram.unwrap_or(40)))?;
+        crate::plot::svg_to_png(
+            &crate::plot::histogram_svg(&kendall::histogram(&defined, a.histogram.unwrap_or(40)))?,
+            p,
+        )?;
     }
     if a.json {
         let rows: Vec<serde_json::Value> =

@@ -2,10 +2,10 @@
 //! wrong against a reference, median time) and a cactus plot (instances
 //! solved against time), as people compare verifiers.
 
-mod plot;
 mod read;
 
 use crate::InputError;
+use crate::plot;
 use crate::say::out;
 use anyhow::{Context, Result, bail};
 use clap::Args;

@@ -1,9 +1,10 @@
-//! The cactus plot: for each results file, its solved instances sorted by
-//! time, the k-th at (k, its seconds), on a log time axis. Drawn with
-//! plotters as SVG; PNG is that SVG rendered by resvg (text in the
-//! system's fonts).
+//! Plots, drawn with plotters as SVG; PNG is that SVG rendered by resvg
+//! (text in the system's fonts).
+//! - The cactus plot (`report`): for each results file, its solved
+//!   instances sorted by time, the k-th at (k, its seconds), log time axis.
+//! - A histogram of Kendall's τ (`fpna kendall`).
 
-use super::Series;
+use crate::report::Series;
 use anyhow::{Context, Result, anyhow};
 use plotters::prelude::*;
 use std::path::Path;
@@ -50,6 +51,33 @@ pub fn cactus_svg(series: &[Series]) -> Result<String> {
             .border_style(BLACK)
             .draw()
             .map_err(|e| anyhow!("plot: {e}"))?;
+        root.present().map_err(|e| anyhow!("plot: {e}"))?;
+    }
+    Ok(svg)
+}
+
+/// A histogram of `counts`, its bins spanning τ ∈ [-1, 1] left to right.
+pub fn histogram_svg(counts: &[usize]) -> Result<String> {
+    let top = counts.iter().copied().max().unwrap_or(0).max(1);
+    let n = counts.len().max(1);
+    let width = 2.0 / n as f64;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (640, 400)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Kendall's τ between summation orders", ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(-1.0..1.0, 0..top + top / 10 + 1)
+            .map_err(|e| anyhow!("plot: {e}"))?;
+        chart.configure_mesh().x_desc("τ").y_desc("pairs").draw().map_err(|e| anyhow!("plot: {e}"))?;
+        let bar = |(k, &c): (usize, &usize)| {
+            let x = -1.0 + k as f64 * width;
+            Rectangle::new([(x, 0), (x + width, c)], RGBColor(70, 110, 170).filled())
+        };
+        chart.draw_series(counts.iter().enumerate().map(bar)).map_err(|e| anyhow!("plot: {e}"))?;
         root.present().map_err(|e| anyhow!("plot: {e}"))?;
     }
     Ok(svg)
