@@ -270,11 +270,7 @@ impl CudaBackend {
 /// (the same length, or whole tables for `Scale`).
 fn pointwise_len<T: GpuScalar>(op: &Pointwise<'_, GpuBuf<T>>) -> BResult<usize> {
     let same = |a: &GpuBuf<T>, b: &GpuBuf<T>| {
-        if a.len == b.len {
-            Ok(a.len)
-        } else {
-            Err(failure(format!("{}: {} and {} values", op.name(), a.len, b.len)))
-        }
+        if a.len == b.len { Ok(a.len) } else { Err(failure(format!("{}: {} and {} values", op.name(), a.len, b.len))) }
     };
     Ok(match *op {
         Pointwise::Relu(x) | Pointwise::Sigmoid(x) | Pointwise::Copy(x) => x.len,

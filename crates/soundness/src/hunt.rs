@@ -197,7 +197,8 @@ struct Case<'a> {
 /// robustness property at the centre's label verifies, that property.
 fn hunt_case(be: &CpuBackend, case: &Case, steps: usize, shrink: f64, rep: &mut Report) {
     let (net, arith) = (case.net, case.arith);
-    let a = Analyzer::<_, f64>::new(net, be, Options { arith, attack_steps: 0, ..Options::default() }).expect("prepare");
+    let a =
+        Analyzer::<_, f64>::new(net, be, Options { arith, attack_steps: 0, ..Options::default() }).expect("prepare");
     let Ok(mut bounds) = a.node_bounds(case.input) else { return };
     let (mut lo, mut hi) = bounds.swap_remove(net.output());
     for (l, h) in lo.iter_mut().zip(hi.iter_mut()) {

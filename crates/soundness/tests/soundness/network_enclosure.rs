@@ -245,12 +245,18 @@ fn check_net<B: Backend<T>, T: Fp>(
         let inside = x.iter().enumerate().all(|(i, &v)| (v as f64) >= input.lo[i] && (v as f64) <= input.hi[i]);
         assert!(inside);
         let ex = exact(net, &x);
-        assert!(proof.holds(&ex[net.output()]), "{arith:?}: net {k}: half-space bound or verdict fails at an exact value");
+        assert!(
+            proof.holds(&ex[net.output()]),
+            "{arith:?}: net {k}: half-space bound or verdict fails at an exact value"
+        );
         exact_values_enclosed(&bounds, &ex, arith, k);
         for fma in [false, true].into_iter().filter(|_| floats) {
             let fl = float32(net, &x, rng, fma);
             let y: Vec<Rational> = fl[net.output()].iter().map(|&v| Rational::from_f64(v as f64).unwrap()).collect();
-            assert!(proof.holds(&y), "{arith:?}: net {k}: half-space bound or verdict fails at a float32 value ({fma})");
+            assert!(
+                proof.holds(&y),
+                "{arith:?}: net {k}: half-space bound or verdict fails at a float32 value ({fma})"
+            );
             float_values_enclosed(&bounds, &fl, arith, k, fma);
         }
     }
