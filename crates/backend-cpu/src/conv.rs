@@ -29,17 +29,12 @@ pub fn conv_backsub<T: Fp>(
     b_hi: &[T],
     out: &Geom,
 ) -> (CpuMat<T>, Vec<f64>) {
-    let so = g.shape;
-    let si = out.shape;
+    let step = ConvBack { g, out, conv, w, b_lo, b_hi };
     let (kh, kw) = conv.kernel;
     let (sh, sw) = conv.stride;
-    let (pt, pl) = (conv.pad.0, conv.pad.1);
-    let (wh, ww) = g.win;
-    let (oh, ow) = out.win;
     let cols_in = a.cols;
     let cols_out = out.cols();
-    let n_terms = so.c * kh.div_ceil(sh) * kw.div_ceil(sw);
-    let widen = Widening::for_terms(n_terms);
+    let widen = Widening::for_terms(g.shape.c * kh.div_ceil(sh) * kw.div_ceil(sw));
     let mut res = CpuMat::zeros(a.rows, cols_out);
     let cst: Vec<f64> = res
         .lo
@@ -47,82 +42,154 @@ pub fn conv_backsub<T: Fp>(
         .zip(res.hi.par_chunks_mut(cols_out.max(1)))
         .enumerate()
         .map(|(r, (olo, ohi))| {
-            let alo = &a.lo[r * cols_in..(r + 1) * cols_in];
-            let ahi = &a.hi[r * cols_in..(r + 1) * cols_in];
-            let (oy, ox) = g.offsets[r];
-            let (qy, qx) = out.offsets[r];
-            let (y0, y1) = valid(oy, wh, so.h);
-            let (x0, x1) = valid(ox, ww, so.w);
-            let mut acc = vec![0.0f64; 3 * cols_out];
-            let (s_lo, rest) = acc.split_at_mut(cols_out);
-            let (s_hi, s_mag) = rest.split_at_mut(cols_out);
-            let (mut cs, mut cm, mut cn) = (0.0, 0.0, 0usize);
-            for co in 0..so.c {
-                let plane = co * wh * ww;
-                let mut any = false;
-                for wy in y0..y1 {
-                    for wx in x0..x1 {
-                        let i = plane + wy * ww + wx;
-                        // The constant interval is per output neuron (bias ± rounding).
-                        let nrn = (co * so.h + (oy + wy as i32) as usize) * so.w + (ox + wx as i32) as usize;
-                        let (bl, bh) = (b_lo[nrn].to_f64_exact(), b_hi[nrn].to_f64_exact());
-                        let (l, h) = (alo[i].to_f64_exact(), ahi[i].to_f64_exact());
-                        if l != 0.0 || h != 0.0 {
-                            any = true;
-                            let (p, m) = min_product(l, h, bl, bh);
-                            cs += p;
-                            cm += m;
-                            cn += 1;
-                        }
-                    }
-                }
-                if !any {
-                    continue;
-                }
-                for ky in 0..kh {
-                    let (ty0, ty1) = tap_range(oy, y0, y1, sh, ky, pt, si.h);
-                    for kx in 0..kw {
-                        let (tx0, tx1) = tap_range(ox, x0, x1, sw, kx, pl, si.w);
-                        if ty0 >= ty1 || tx0 >= tx1 {
-                            continue;
-                        }
-                        for ci in 0..si.c {
-                            let wt = w[((co * si.c + ci) * kh + ky) * kw + kx].to_f64_exact();
-                            if wt == 0.0 {
-                                continue;
-                            }
-                            let wa = wt.abs();
-                            for wy in ty0..ty1 {
-                                let iy = (oy + wy as i32) as i64 * sh as i64 + ky as i64 - pt as i64;
-                                let ty = (iy - qy as i64) as usize;
-                                debug_assert!(ty < oh);
-                                let src = plane + wy * ww;
-                                let dst = (ci * oh + ty) * ow;
-                                let ix0 = (ox + tx0 as i32) as i64 * sw as i64 + kx as i64 - pl as i64;
-                                let mut t = (ix0 - qx as i64) as usize;
-                                for wx in tx0..tx1 {
-                                    let (l, h) = (alo[src + wx].to_f64_exact(), ahi[src + wx].to_f64_exact());
-                                    let (p1, p2) = (l * wt, h * wt);
-                                    let (mn, mx) = if p1 < p2 { (p1, p2) } else { (p2, p1) };
-                                    s_lo[dst + t] += mn;
-                                    s_hi[dst + t] += mx;
-                                    s_mag[dst + t] += l.abs().max(h.abs()) * wa;
-                                    t += sw;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            for j in 0..cols_out {
-                let (l, h) = widen.apply(s_lo[j], s_hi[j], s_mag[j]);
-                olo[j] = fp::from_f64_down(l);
-                ohi[j] = fp::from_f64_up(h);
-            }
-            lower_of(cn, cs, cm)
+            let (alo, ahi) = (&a.lo[r * cols_in..(r + 1) * cols_in], &a.hi[r * cols_in..(r + 1) * cols_in]);
+            step.row(r, alo, ahi, widen, olo, ohi)
         })
         .collect();
     (res, cst)
+}
+
+/// One conv backsubstitution: the conv, its weights, the constant interval
+/// of each output neuron (bias ± rounding), and the rows' windows over the
+/// conv output (`g`) and input (`out`).
+struct ConvBack<'a, T> {
+    g: &'a Geom,
+    out: &'a Geom,
+    conv: &'a Conv2d,
+    w: &'a [T],
+    b_lo: &'a [T],
+    b_hi: &'a [T],
+}
+
+/// One row's coefficients over its window of the conv output, the window's
+/// corner `(oy, ox)`, and the window positions `ys × xs` inside the node.
+struct RowWindow<'a, T> {
+    lo: &'a [T],
+    hi: &'a [T],
+    oy: i32,
+    ox: i32,
+    ys: (usize, usize),
+    xs: (usize, usize),
+}
+
+/// A row's interval sums over the input window: lower and upper ends and
+/// the magnitudes the widening scales.
+struct Sums<'a> {
+    lo: &'a mut [f64],
+    hi: &'a mut [f64],
+    mag: &'a mut [f64],
+}
+
+/// A row's constant term, Σ coefficient × constant interval, as its sum of
+/// smallest products, their magnitude and their count (for [`lower_of`]).
+#[derive(Default)]
+struct ConstSum {
+    sum: f64,
+    mag: f64,
+    n: usize,
+}
+
+impl<T: Fp> ConvBack<'_, T> {
+    /// Row `r` (coefficients `alo`, `ahi`) over the conv input into `olo`,
+    /// `ohi`, widened; returns its constant's lower bound.
+    fn row(&self, r: usize, alo: &[T], ahi: &[T], widen: Widening, olo: &mut [T], ohi: &mut [T]) -> f64 {
+        let so = self.g.shape;
+        let (wh, ww) = self.g.win;
+        let cols_out = self.out.cols();
+        let (oy, ox) = self.g.offsets[r];
+        let row = RowWindow { lo: alo, hi: ahi, oy, ox, ys: valid(oy, wh, so.h), xs: valid(ox, ww, so.w) };
+        let mut acc = vec![0.0f64; 3 * cols_out];
+        let (s_lo, rest) = acc.split_at_mut(cols_out);
+        let (s_hi, s_mag) = rest.split_at_mut(cols_out);
+        let mut sums = Sums { lo: s_lo, hi: s_hi, mag: s_mag };
+        let mut cst = ConstSum::default();
+        for co in 0..so.c {
+            if self.add_constant(&row, co, &mut cst) {
+                self.scatter_channel(&row, self.out.offsets[r], co, &mut sums);
+            }
+        }
+        for j in 0..cols_out {
+            let (l, h) = widen.apply(sums.lo[j], sums.hi[j], sums.mag[j]);
+            olo[j] = fp::from_f64_down(l);
+            ohi[j] = fp::from_f64_up(h);
+        }
+        lower_of(cst.n, cst.sum, cst.mag)
+    }
+
+    /// Adds channel `co`'s coefficients times their neurons' constant
+    /// intervals to `cst`; false when the channel's coefficients are all zero.
+    #[inline]
+    fn add_constant(&self, row: &RowWindow<T>, co: usize, cst: &mut ConstSum) -> bool {
+        let so = self.g.shape;
+        let (wh, ww) = self.g.win;
+        let plane = co * wh * ww;
+        let mut any = false;
+        for wy in row.ys.0..row.ys.1 {
+            for wx in row.xs.0..row.xs.1 {
+                let i = plane + wy * ww + wx;
+                // The constant interval is per output neuron (bias ± rounding).
+                let nrn = (co * so.h + (row.oy + wy as i32) as usize) * so.w + (row.ox + wx as i32) as usize;
+                let (bl, bh) = (self.b_lo[nrn].to_f64_exact(), self.b_hi[nrn].to_f64_exact());
+                let (l, h) = (row.lo[i].to_f64_exact(), row.hi[i].to_f64_exact());
+                if l != 0.0 || h != 0.0 {
+                    any = true;
+                    let (p, m) = min_product(l, h, bl, bh);
+                    cst.sum += p;
+                    cst.mag += m;
+                    cst.n += 1;
+                }
+            }
+        }
+        any
+    }
+
+    /// Scatters channel `co`'s coefficients through the kernel onto the
+    /// input window whose corner is `(qy, qx)` (the transposed conv).
+    #[inline]
+    fn scatter_channel(&self, row: &RowWindow<T>, (qy, qx): (i32, i32), co: usize, sums: &mut Sums) {
+        let si = self.out.shape;
+        let (kh, kw) = self.conv.kernel;
+        let (sh, sw) = self.conv.stride;
+        let (pt, pl) = (self.conv.pad.0, self.conv.pad.1);
+        let ww = self.g.win.1;
+        let (oh, ow) = self.out.win;
+        let plane = co * self.g.win.0 * ww;
+        let (oy, ox) = (row.oy, row.ox);
+        for ky in 0..kh {
+            let (ty0, ty1) = tap_range(oy, row.ys.0, row.ys.1, sh, ky, pt, si.h);
+            for kx in 0..kw {
+                let (tx0, tx1) = tap_range(ox, row.xs.0, row.xs.1, sw, kx, pl, si.w);
+                if ty0 >= ty1 || tx0 >= tx1 {
+                    continue;
+                }
+                for ci in 0..si.c {
+                    let wt = self.w[((co * si.c + ci) * kh + ky) * kw + kx].to_f64_exact();
+                    if wt == 0.0 {
+                        continue;
+                    }
+                    let wa = wt.abs();
+                    for wy in ty0..ty1 {
+                        let iy = (oy + wy as i32) as i64 * sh as i64 + ky as i64 - pt as i64;
+                        let ty = (iy - qy as i64) as usize;
+                        debug_assert!(ty < oh);
+                        let src = plane + wy * ww;
+                        let dst = (ci * oh + ty) * ow;
+                        let ix0 = (ox + tx0 as i32) as i64 * sw as i64 + kx as i64 - pl as i64;
+                        let mut t = (ix0 - qx as i64) as usize;
+                        for wx in tx0..tx1 {
+                            let (l, h) = (row.lo[src + wx].to_f64_exact(), row.hi[src + wx].to_f64_exact());
+                            let (p1, p2) = (l * wt, h * wt);
+                            let (mn, mx) = if p1 < p2 { (p1, p2) } else { (p2, p1) };
+                            sums.lo[dst + t] += mn;
+                            sums.hi[dst + t] += mx;
+                            sums.mag[dst + t] += l.abs().max(h.abs()) * wa;
+                            t += sw;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Forward interval pass of a conv layer, with the inference's rounding.

@@ -96,53 +96,10 @@ impl CudaBackend {
         Ok(self.buf(m.a, batch * input.numel()))
     }
 
+    /// One elementwise kernel `pw_<name>` over the op's operands (a device
+    /// copy for `Copy`).
     pub(crate) fn i_pointwise<T: GpuScalar>(&self, op: Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
-        let same = |a: &GpuBuf<T>, b: &GpuBuf<T>| {
-            if a.len == b.len {
-                Ok(a.len)
-            } else {
-                Err(failure(format!("{}: {} and {} values", op.name(), a.len, b.len)))
-            }
-        };
-        let total = match op {
-            Pointwise::Relu(x) | Pointwise::Sigmoid(x) | Pointwise::Copy(x) => x.len,
-            Pointwise::ReluGrad { g, x } => same(g, x)?,
-            Pointwise::SigmoidGrad { g, y } => same(g, y)?,
-            Pointwise::Add(a, b) => same(a, b)?,
-            Pointwise::Scale { x, m, c } => {
-                same(m, c)?;
-                if m.len == 0 || !x.len.is_multiple_of(m.len) {
-                    return Err(failure(format!("scale: {} values with tables of {}", x.len, m.len)));
-                }
-                x.len
-            }
-            Pointwise::SignStep { x, g, lo, hi, alpha } => {
-                if alpha.len == 0 {
-                    return Err(failure("sign_step: no step size".into()));
-                }
-                same(x, g)?;
-                same(x, lo)?;
-                same(x, hi)?
-            }
-            Pointwise::RelaxBack { g, up, lo } => {
-                same(g, up)?;
-                same(g, lo)?
-            }
-            Pointwise::RelaxLine { x, g, up, icpt, lo } => {
-                same(x, g)?;
-                same(x, up)?;
-                same(x, icpt)?;
-                same(x, lo)?
-            }
-            Pointwise::Select { a, pos, neg } => {
-                same(a, pos)?;
-                same(a, neg)?
-            }
-            Pointwise::SlopeGrad { g, x, free } => {
-                same(g, x)?;
-                same(g, free)?
-            }
-        };
+        let total = pointwise_len(&op)?;
         if let Pointwise::Copy(x) = op {
             let data = self.dev.stream.clone_dtod(&x.data).map_err(|e| driver_err("copy", e))?;
             return Ok(self.buf(data, total));
@@ -307,4 +264,51 @@ impl CudaBackend {
     pub(crate) fn i_replay(&self, g: &CudaGraph) -> BResult<()> {
         g.launch().map_err(|e| driver_err("graph launch", e))
     }
+}
+
+/// The output length of a pointwise op, checking that its operands agree
+/// (the same length, or whole tables for `Scale`).
+fn pointwise_len<T: GpuScalar>(op: &Pointwise<'_, GpuBuf<T>>) -> BResult<usize> {
+    let same = |a: &GpuBuf<T>, b: &GpuBuf<T>| {
+        if a.len == b.len { Ok(a.len) } else { Err(failure(format!("{}: {} and {} values", op.name(), a.len, b.len))) }
+    };
+    Ok(match *op {
+        Pointwise::Relu(x) | Pointwise::Sigmoid(x) | Pointwise::Copy(x) => x.len,
+        Pointwise::ReluGrad { g, x } => same(g, x)?,
+        Pointwise::SigmoidGrad { g, y } => same(g, y)?,
+        Pointwise::Add(a, b) => same(a, b)?,
+        Pointwise::Scale { x, m, c } => {
+            same(m, c)?;
+            if m.len == 0 || !x.len.is_multiple_of(m.len) {
+                return Err(failure(format!("scale: {} values with tables of {}", x.len, m.len)));
+            }
+            x.len
+        }
+        Pointwise::SignStep { x, g, lo, hi, alpha } => {
+            if alpha.len == 0 {
+                return Err(failure("sign_step: no step size".into()));
+            }
+            same(x, g)?;
+            same(x, lo)?;
+            same(x, hi)?
+        }
+        Pointwise::RelaxBack { g, up, lo } => {
+            same(g, up)?;
+            same(g, lo)?
+        }
+        Pointwise::RelaxLine { x, g, up, icpt, lo } => {
+            same(x, g)?;
+            same(x, up)?;
+            same(x, icpt)?;
+            same(x, lo)?
+        }
+        Pointwise::Select { a, pos, neg } => {
+            same(a, pos)?;
+            same(a, neg)?
+        }
+        Pointwise::SlopeGrad { g, x, free } => {
+            same(g, x)?;
+            same(g, free)?
+        }
+    })
 }

@@ -277,14 +277,33 @@ fn decode_inner(t: &TensorProto) -> Result<Tensor, String> {
         .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
         .collect::<Result<_, _>>()?;
     let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("dimensions overflow")?;
-    let raw = &t.raw_data;
     let dt = DataType::try_from(t.data_type).map_err(|_| format!("unknown data type {}", t.data_type))?;
-    let fixed = |width: usize| -> Result<Vec<[u8; 8]>, String> {
+    let raw = RawData { bytes: &t.raw_data, n, dims: &dims, dt };
+    let (data, kind) = decode_values(t, &raw)?;
+    if data.len() != n {
+        return Err(format!("has {} values, shape {dims:?} needs {n}", data.len()));
+    }
+    Ok(Tensor { dims, data, kind })
+}
+
+/// A tensor's `raw_data`: `n` little-endian values of type `dt`.
+struct RawData<'a> {
+    bytes: &'a [u8],
+    n: usize,
+    dims: &'a [usize],
+    dt: DataType,
+}
+
+impl RawData<'_> {
+    /// The values' `width` bytes each, zero-extended to 8; the byte count
+    /// must match the shape.
+    fn fixed(&self, width: usize) -> Result<Vec<[u8; 8]>, String> {
+        let (raw, n, dims) = (self.bytes, self.n, self.dims);
         if Some(raw.len()) != n.checked_mul(width) {
             return Err(format!(
                 "raw_data has {} bytes, shape {dims:?} of {} needs {n}x{width}",
                 raw.len(),
-                dt.as_str_name()
+                self.dt.as_str_name()
             ));
         }
         Ok(raw
@@ -295,64 +314,75 @@ fn decode_inner(t: &TensorProto) -> Result<Tensor, String> {
                 b
             })
             .collect())
-    };
-    let use_raw = !raw.is_empty();
-    let (data, kind): (Vec<f64>, Kind) = match dt {
+    }
+}
+
+/// The values and their kind, from `raw_data` when present, else from the
+/// type's own field.
+fn decode_values(t: &TensorProto, raw: &RawData) -> Result<(Vec<f64>, Kind), String> {
+    let (dt, use_raw) = (raw.dt, !raw.bytes.is_empty());
+    Ok(match dt {
         DataType::Float if use_raw => {
-            (fixed(4)?.iter().map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect(), Kind::Float32)
+            (raw.fixed(4)?.iter().map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect(), Kind::Float32)
         }
         DataType::Float => (t.float_data.iter().map(|&v| v as f64).collect(), Kind::Float32),
-        DataType::Double if use_raw => (fixed(8)?.iter().map(|b| f64::from_le_bytes(*b)).collect(), Kind::Float),
+        DataType::Double if use_raw => (raw.fixed(8)?.iter().map(|b| f64::from_le_bytes(*b)).collect(), Kind::Float),
         DataType::Double => (t.double_data.clone(), Kind::Float),
-        DataType::Float16 | DataType::Bfloat16 => {
-            let bits: Vec<u16> = if use_raw {
-                fixed(2)?.iter().map(|b| u16::from_le_bytes([b[0], b[1]])).collect()
-            } else {
-                t.int32_data.iter().map(|&v| v as u16).collect()
-            };
-            let f = if dt == DataType::Float16 { f16_to_f64 } else { |b: u16| f32::from_bits((b as u32) << 16) as f64 };
-            (bits.into_iter().map(f).collect(), Kind::Half)
+        DataType::Float16 | DataType::Bfloat16 => (half_values(t, raw)?, Kind::Half),
+        DataType::Int64 if use_raw => {
+            (raw.fixed(8)?.iter().map(|b| i64::from_le_bytes(*b) as f64).collect(), Kind::Int)
         }
-        DataType::Int64 if use_raw => (fixed(8)?.iter().map(|b| i64::from_le_bytes(*b) as f64).collect(), Kind::Int),
         DataType::Int64 => (t.int64_data.iter().map(|&v| v as f64).collect(), Kind::Int),
         DataType::Int32 | DataType::Int16 | DataType::Int8 | DataType::Uint16 | DataType::Uint8 | DataType::Bool
             if use_raw =>
         {
-            let (w, signed) = match dt {
-                DataType::Int32 => (4, true),
-                DataType::Int16 => (2, true),
-                DataType::Int8 => (1, true),
-                DataType::Uint16 => (2, false),
-                _ => (1, false),
-            };
-            let vals = fixed(w)?
-                .iter()
-                .map(|b| {
-                    let u = u64::from_le_bytes(*b);
-                    if signed {
-                        let shift = 64 - 8 * w as u32;
-                        (((u << shift) as i64) >> shift) as f64
-                    } else {
-                        u as f64
-                    }
-                })
-                .collect();
-            (vals, Kind::Int)
+            (raw_small_ints(raw)?, Kind::Int)
         }
         DataType::Int32 | DataType::Int16 | DataType::Int8 | DataType::Uint16 | DataType::Uint8 | DataType::Bool => {
             (t.int32_data.iter().map(|&v| v as f64).collect(), Kind::Int)
         }
         DataType::Uint32 | DataType::Uint64 if use_raw => {
             let w = if dt == DataType::Uint32 { 4 } else { 8 };
-            (fixed(w)?.iter().map(|b| u64::from_le_bytes(*b) as f64).collect(), Kind::Int)
+            (raw.fixed(w)?.iter().map(|b| u64::from_le_bytes(*b) as f64).collect(), Kind::Int)
         }
         DataType::Uint32 | DataType::Uint64 => (t.uint64_data.iter().map(|&v| v as f64).collect(), Kind::Int),
         other => return Err(format!("data type {} is not supported", other.as_str_name())),
+    })
+}
+
+/// float16 or bfloat16 values (raw, or one per `int32_data` entry).
+fn half_values(t: &TensorProto, raw: &RawData) -> Result<Vec<f64>, String> {
+    let bits: Vec<u16> = if !raw.bytes.is_empty() {
+        raw.fixed(2)?.iter().map(|b| u16::from_le_bytes([b[0], b[1]])).collect()
+    } else {
+        t.int32_data.iter().map(|&v| v as u16).collect()
     };
-    if data.len() != n {
-        return Err(format!("has {} values, shape {dims:?} needs {n}", data.len()));
-    }
-    Ok(Tensor { dims, data, kind })
+    let f = if raw.dt == DataType::Float16 { f16_to_f64 } else { |b: u16| f32::from_bits((b as u32) << 16) as f64 };
+    Ok(bits.into_iter().map(f).collect())
+}
+
+/// Raw integers of at most 32 bits (and bools), sign-extended when signed.
+fn raw_small_ints(raw: &RawData) -> Result<Vec<f64>, String> {
+    let (w, signed) = match raw.dt {
+        DataType::Int32 => (4, true),
+        DataType::Int16 => (2, true),
+        DataType::Int8 => (1, true),
+        DataType::Uint16 => (2, false),
+        _ => (1, false),
+    };
+    Ok(raw
+        .fixed(w)?
+        .iter()
+        .map(|b| {
+            let u = u64::from_le_bytes(*b);
+            if signed {
+                let shift = 64 - 8 * w as u32;
+                (((u << shift) as i64) >> shift) as f64
+            } else {
+                u as f64
+            }
+        })
+        .collect())
 }
 
 /// IEEE half precision to f64 (exact).

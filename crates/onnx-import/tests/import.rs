@@ -1,24 +1,12 @@
 //! Self-contained ONNX import tests: models are built here with prost, then
-//! imported and run with polycert's own inference.
+//! imported and run with polycert's own inference (failures: `import_errors.rs`).
 
 mod common;
 
 use common::*;
 use polycert_deeppoly::eval::eval;
 use polycert_deeppoly::{Op, Shape};
-use polycert_onnx::{ImportError, Imported, import_model, load_onnx};
-
-fn import(m: &polycert_onnx::onnx_pb::ModelProto) -> Imported {
-    import_model(&encode(m), "test.onnx").unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn import_err(m: &polycert_onnx::onnx_pb::ModelProto) -> ImportError {
-    import_model(&encode(m), "bad.onnx").expect_err("import should fail")
-}
-
-fn kinds(m: &Imported) -> Vec<&'static str> {
-    m.network.nodes().iter().map(|n| n.op.kind()).collect()
-}
+use polycert_onnx::{ImportError, load_onnx};
 
 fn f64s(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
@@ -424,97 +412,6 @@ fn zero_pad_then_average_pool() {
 }
 
 #[test]
-fn malformed_files_give_clear_errors() {
-    let good = model(&[1, 2], vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 13);
-    let bytes = encode(&good);
-    let e = import_model(&bytes[..bytes.len() - 3], "trunc.onnx").unwrap_err();
-    assert!(matches!(e, ImportError::Decode { .. }), "{e}");
-    assert!(e.to_string().starts_with("trunc.onnx: "), "{e}");
-    let e = import_model(b"\x0a\xff\xff\xff\xff\x0fgarbage", "junk.onnx").unwrap_err();
-    assert!(e.to_string().contains("junk.onnx"), "{e}");
-    let e = import_model(b"", "empty.onnx").unwrap_err();
-    assert!(e.to_string().contains("empty.onnx") && e.to_string().contains("opset"), "{e}");
-    let e = load_onnx("/nonexistent/model.onnx").unwrap_err();
-    assert!(matches!(e, ImportError::Io { .. }) && e.to_string().contains("/nonexistent/model.onnx"));
-    for opset in [6, 22] {
-        let e = import_err(&model(&[1, 2], vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], opset));
-        assert!(e.to_string().contains(&format!("opset {opset}")), "{e}");
-    }
-}
-
-#[test]
-fn bad_weights_and_unsupported_ops_name_the_node() {
-    let gemm = |w: polycert_onnx::onnx_pb::TensorProto| {
-        model(&[1, 2], vec![node("Gemm", "fc7", &["x", "W"], &["y"], vec![attr_i("transB", 1)])], vec![w], 13)
-    };
-    let e = import_err(&gemm(floats("W", &[1, 2], &[1.0, f32::NAN])));
-    let msg = e.to_string();
-    assert!(msg.contains("bad.onnx") && msg.contains("'fc7'") && msg.contains("Gemm") && msg.contains("NaN"), "{msg}");
-    let e = import_err(&gemm(floats("W", &[1, 3], &[1.0, 2.0, 3.0])));
-    assert!(e.to_string().contains("'fc7'") && e.to_string().contains("[1, 3]"), "{e}");
-    let mut ext = floats("W", &[1, 2], &[]);
-    ext.external_data
-        .push(polycert_onnx::onnx_pb::StringStringEntryProto { key: "location".into(), value: "w.bin".into() });
-    ext.data_location = 1;
-    assert!(import_err(&gemm(ext)).to_string().contains("external data"));
-    let mut short = raw_floats("W", &[1, 2], &[1.0, 2.0]);
-    short.raw_data.pop();
-    assert!(import_err(&gemm(short)).to_string().contains("raw_data has 7 bytes, shape [1, 2] of FLOAT needs 2x4"));
-
-    let e = import_err(&model(&[1, 2], vec![node("Erf", "act", &["x"], &["y"], vec![])], vec![], 13));
-    assert!(matches!(e, ImportError::Unsupported { .. }));
-    let msg = e.to_string();
-    assert!(msg.contains("bad.onnx") && msg.contains("'act'") && msg.contains("Erf"), "{msg}");
-    let e = import_err(&model(&[1, 2], vec![node("Gelu", "", &["x"], &["y"], vec![])], vec![], 13));
-    assert!(e.to_string().contains("Gelu") && e.to_string().contains("#0"), "{e}");
-
-    let conv = |attrs, c_in: usize| {
-        let w = floats("W", &[2, c_in as i64, 1, 1], &vec![1.0; 2 * c_in]);
-        model(&[1, 2, 4, 4], vec![node("Conv", "cv", &["x", "W"], &["y"], attrs)], vec![w], 13)
-    };
-    assert!(import_err(&conv(vec![attr_i("group", 2)], 1)).to_string().contains("group 2"));
-    let e = import_err(&conv(vec![attr_ints("dilations", &[2, 2])], 2));
-    assert!(e.to_string().contains("dilations"), "{e}");
-    // Weights for 1 input channel on a 2-channel input.
-    assert!(import_err(&conv(vec![], 1)).to_string().contains("input channels"));
-    assert!(import_model(&encode(&conv(vec![attr_ints("strides", &[2, 2])], 2)), "ok.onnx").is_ok());
-
-    let mul = model(
-        &[1, 2, 2, 2],
-        vec![node("Mul", "scale", &["x", "k"], &["y"], vec![])],
-        vec![floats("k", &[2, 2], &[1.0, 2.0, 3.0, 4.0])],
-        13,
-    );
-    // A constant that varies within a channel: per element (on a flat view).
-    let m = import(&mul);
-    let x: Vec<f64> = (1..=8).map(f64::from).collect();
-    let want: Vec<f64> = x.iter().enumerate().map(|(i, v)| v * [1.0, 2.0, 3.0, 4.0][i % 4]).collect();
-    assert_eq!(eval::<f64>(&m.network, &x), want);
-    let two = model(&[1, 2], vec![node("Mul", "sq", &["x", "x"], &["y"], vec![])], vec![], 13);
-    assert!(matches!(import_err(&two), ImportError::Unsupported { .. }));
-    let sub = model(
-        &[1, 2],
-        vec![node("Relu", "r", &["x"], &["r"], vec![]), node("Sub", "d", &["x", "r"], &["y"], vec![])],
-        vec![],
-        13,
-    );
-    let m = import(&sub);
-    assert_eq!(kinds(&m), ["Input", "Relu", "ChannelAffine", "Add"]);
-    assert_eq!(eval::<f64>(&m.network, &[-1.5, 2.0]), vec![-1.5, 0.0]);
-    let div0 = model(&[1, 2], vec![node("Div", "d", &["x", "z"], &["y"], vec![])], vec![floats("z", &[], &[0.0])], 13);
-    assert!(import_err(&div0).to_string().contains("division by zero"));
-
-    let mut two_inputs = model(&[1, 2], vec![node("Add", "a", &["x", "x2"], &["y"], vec![])], vec![], 13);
-    two_inputs.graph.as_mut().unwrap().input.push(value_info("x2", &[1, 2]));
-    assert!(import_err(&two_inputs).to_string().contains("exactly one graph input"));
-    let missing = model(&[1, 2], vec![node("Relu", "r", &["nope"], &["y"], vec![])], vec![], 13);
-    assert!(import_err(&missing).to_string().contains("'nope'"));
-    let constant_out =
-        model(&[1, 2], vec![node("Relu", "r", &["c"], &["y"], vec![])], vec![floats("c", &[2], &[1.0, 2.0])], 13);
-    assert!(import_err(&constant_out).to_string().contains("does not depend on the input"));
-}
-
-#[test]
 fn load_from_disk() {
     let m = model(&[1, 1, 28, 28], vec![node("Flatten", "f", &["x"], &["y"], vec![])], vec![], 13);
     let path = std::env::temp_dir().join(format!("polycert-onnx-test-{}.onnx", std::process::id()));
@@ -538,65 +435,6 @@ fn load_from_disk() {
     let e = load_onnx(&path).unwrap_err();
     std::fs::remove_file(&path).ok();
     assert!(matches!(e, ImportError::Io { .. }) && e.to_string().contains(".onnx.gz"), "{e}");
-}
-
-#[test]
-fn mutated_models_never_panic() {
-    let nodes = vec![
-        node(
-            "Conv",
-            "c",
-            &["x", "W", "B"],
-            &["c"],
-            vec![attr_ints("pads", &[1, 1, 1, 1]), attr_ints("strides", &[2, 2])],
-        ),
-        node("Relu", "r", &["c"], &["r"], vec![]),
-        node("Shape", "s", &["r"], &["s"], vec![]),
-        node("Slice", "sl", &["s", "st", "en"], &["s0"], vec![]),
-        node("Concat", "cat", &["s0", "m1"], &["shp"], vec![attr_i("axis", 0)]),
-        node("Reshape", "f", &["r", "shp"], &["f"], vec![]),
-        node("MatMul", "mm", &["f", "M"], &["t"], vec![]),
-        node("Add", "a", &["t", "Bm"], &["y"], vec![]),
-    ];
-    let inits = vec![
-        raw_floats("W", &[2, 1, 3, 3], &values(18, 1)),
-        floats("B", &[2], &[0.5, -0.5]),
-        int64s("st", &[0], true),
-        int64s("en", &[1], false),
-        int64s("m1", &[-1], true),
-        floats("M", &[8, 3], &values(24, 2)),
-        floats("Bm", &[3], &[1.0, 2.0, 3.0]),
-    ];
-    let bytes = encode(&model(&[1, 1, 4, 4], nodes, inits, 13));
-    let m = import_model(&bytes, "fuzz.onnx").unwrap();
-    assert_eq!(kinds(&m), ["Input", "Conv2d", "Relu", "Reshape", "Dense"]);
-    let mut s = 0x9e3779b97f4a7c15u64;
-    let mut rnd = |n: usize| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s % n as u64) as usize
-    };
-    for round in 0..3000 {
-        let mut b = bytes.clone();
-        match round % 3 {
-            0 => {
-                let i = rnd(b.len());
-                b[i] ^= 1 << rnd(8);
-            }
-            1 => {
-                let i = rnd(b.len());
-                b[i] = rnd(256) as u8;
-                let j = rnd(b.len());
-                b[j] = rnd(256) as u8;
-            }
-            _ => b.truncate(rnd(b.len())),
-        }
-        // Any outcome but a panic is fine; errors must name the file.
-        if let Err(e) = import_model(&b, "fuzz.onnx") {
-            assert!(e.to_string().starts_with("fuzz.onnx"), "{e}");
-        }
-    }
 }
 
 #[test]

@@ -175,108 +175,154 @@ pub fn hunt_with(per_kind: usize, seed: u64, steps: usize, shrink: f64) -> Repor
             let (net, input) = case(kind, case_seed);
             rep.cases += 1;
             for arith in [Arith::Point, Arith::Interval] {
-                let a = Analyzer::<_, f64>::new(&net, &be, Options { arith, attack_steps: 0, ..Options::default() })
-                    .expect("prepare");
-                let Ok(mut bounds) = a.node_bounds(&input) else { continue };
-                let (mut lo, mut hi) = bounds.swap_remove(net.output());
-                for (l, h) in lo.iter_mut().zip(hi.iter_mut()) {
-                    let w = *h - *l;
-                    if shrink > 0.0 && w.is_finite() {
-                        (*l, *h) = (*l + shrink * w, *h - shrink * w);
-                    }
-                }
-                let label = {
-                    let c = input.to_f32_inside(&input.centre());
-                    let y = eval_ordered(&net, &c, Order::Sequential);
-                    (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap_or(0)
-                };
-                // Point: with input splitting (these nets have few inputs) and
-                // with ReLU splitting instead (every other case with per-layer
-                // slopes in its leaves' refinement); either one's proof is hunted.
-                // Half of them have no search memory: every leaf keeps only its
-                // root's bounds, its splits clamped in.
-                let tables = c % 2 == 1;
-                let search_memory = (c % 4 >= 2).then_some(0);
-                let relus = Analyzer::<_, f64>::new(
-                    &net,
-                    &be,
-                    Options {
-                        arith,
-                        attack_steps: 0,
-                        split_inputs: 0,
-                        optimize_intermediate: tables,
-                        search_memory,
-                        ..Options::default()
-                    },
-                )
-                .expect("prepare");
-                let proves = |an: &Analyzer<'_, CpuBackend, f64>| {
-                    net.output_shape().numel() > 1
-                        && Property::robustness("p", input.clone(), label, net.output_shape().numel())
-                            .ok()
-                            .and_then(|p| an.analyze(&p).ok())
-                            .is_some_and(|o| matches!(o.verdict, Verdict::Verified))
-                };
-                let verified = proves(&a) || (arith == Arith::Point && proves(&relus));
-                rep.verified_properties += verified as usize;
-                let mut rng = SplitMix(case_seed ^ 0xABCD);
-                let mut order_rng = SplitMix(case_seed ^ 0x1234);
-                let mut check = |x: &[f64], rep: &mut Report| -> f64 {
-                    let xf = input.to_f32_inside(x);
-                    let mut worst = f64::INFINITY;
-                    for (k, &o) in ORDERS.iter().enumerate() {
-                        let order =
-                            if let Order::Random(_) = o { Order::Random(order_rng.next_u64() ^ k as u64) } else { o };
-                        let y = eval_ordered(&net, &xf, order);
-                        rep.evaluations += 1;
-                        let m = margin(&y, &lo, &hi);
-                        worst = worst.min(m);
-                        let tie = verified && (0..y.len()).any(|j| j != label && y[j] >= y[label]);
-                        if m < 0.0 || tie {
-                            rep.failures.push(Failure {
-                                kind,
-                                seed: case_seed,
-                                arith: format!("{arith:?}"),
-                                point: xf.clone(),
-                                order,
-                                what: if tie {
-                                    format!("verified label {label}, outputs {y:?}")
-                                } else {
-                                    format!("outputs {y:?} outside [{lo:?}, {hi:?}]")
-                                },
-                            });
-                        }
-                    }
-                    rep.worst_margin = rep.worst_margin.min(worst);
-                    worst
-                };
-                // Corners, the centre, then hill climbing on the smallest margin.
-                let n = input.lo.len();
-                let mut best = input.centre();
-                let mut best_m = check(&best, &mut rep);
-                for _ in 0..8 {
-                    let x: Vec<f64> =
-                        (0..n).map(|i| if rng.below(2) == 0 { input.lo[i] } else { input.hi[i] }).collect();
-                    let m = check(&x, &mut rep);
-                    if m < best_m {
-                        (best, best_m) = (x, m);
-                    }
-                }
-                for s in 0..steps {
-                    let step = 0.5f64.powi((s % 8) as i32);
-                    let x: Vec<f64> = (0..n)
-                        .map(|i| {
-                            let w = input.hi[i] - input.lo[i];
-                            (best[i] + (rng.unit() * 2.0 - 1.0) * step * w).clamp(input.lo[i], input.hi[i])
-                        })
-                        .collect();
-                    let m = check(&x, &mut rep);
-                    if m < best_m {
-                        (best, best_m) = (x, m);
-                    }
-                }
+                let case = Case { kind, index: c, seed: case_seed, arith, net: &net, input: &input };
+                hunt_case(&be, &case, steps, shrink, &mut rep);
             }
         }
     }
     rep
+}
+
+/// Case number `index` of `kind` (seed `seed`), analysed in `arith`.
+struct Case<'a> {
+    kind: &'static str,
+    index: usize,
+    seed: u64,
+    arith: Arith,
+    net: &'a Network,
+    input: &'a InputBox,
+}
+
+/// Hunts one case: its output bounds (shrunk by `shrink`) and, when the
+/// robustness property at the centre's label verifies, that property.
+fn hunt_case(be: &CpuBackend, case: &Case, steps: usize, shrink: f64, rep: &mut Report) {
+    let (net, arith) = (case.net, case.arith);
+    let a =
+        Analyzer::<_, f64>::new(net, be, Options { arith, attack_steps: 0, ..Options::default() }).expect("prepare");
+    let Ok(mut bounds) = a.node_bounds(case.input) else { return };
+    let (mut lo, mut hi) = bounds.swap_remove(net.output());
+    for (l, h) in lo.iter_mut().zip(hi.iter_mut()) {
+        let w = *h - *l;
+        if shrink > 0.0 && w.is_finite() {
+            (*l, *h) = (*l + shrink * w, *h - shrink * w);
+        }
+    }
+    let label = {
+        let c = case.input.to_f32_inside(&case.input.centre());
+        let y = eval_ordered(net, &c, Order::Sequential);
+        (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap_or(0)
+    };
+    let verified = verifies(be, case, &a, label);
+    rep.verified_properties += verified as usize;
+    let mut probe = Probe { case, lo, hi, label, verified, order_rng: SplitMix(case.seed ^ 0x1234) };
+    climb(&mut probe, &mut SplitMix(case.seed ^ 0xABCD), steps, rep);
+}
+
+/// Whether the robustness property of `label` over the case's box is
+/// verified by `a`, or (point arithmetic) by a ReLU-splitting analysis.
+fn verifies(be: &CpuBackend, case: &Case, a: &Analyzer<'_, CpuBackend, f64>, label: usize) -> bool {
+    let (net, input, arith, c) = (case.net, case.input, case.arith, case.index);
+    // Point: with input splitting (these nets have few inputs) and
+    // with ReLU splitting instead (every other case with per-layer
+    // slopes in its leaves' refinement); either one's proof is hunted.
+    // Half of them have no search memory: every leaf keeps only its
+    // root's bounds, its splits clamped in.
+    let tables = c % 2 == 1;
+    let search_memory = (c % 4 >= 2).then_some(0);
+    let relus = Analyzer::<_, f64>::new(
+        net,
+        be,
+        Options {
+            arith,
+            attack_steps: 0,
+            split_inputs: 0,
+            optimize_intermediate: tables,
+            search_memory,
+            ..Options::default()
+        },
+    )
+    .expect("prepare");
+    let proves = |an: &Analyzer<'_, CpuBackend, f64>| {
+        net.output_shape().numel() > 1
+            && Property::robustness("p", input.clone(), label, net.output_shape().numel())
+                .ok()
+                .and_then(|p| an.analyze(&p).ok())
+                .is_some_and(|o| matches!(o.verdict, Verdict::Verified))
+    };
+    proves(a) || (arith == Arith::Point && proves(&relus))
+}
+
+/// A case's certified output bounds `[lo, hi]` and, when `verified`, its
+/// proved label, checked at points in every summation order.
+struct Probe<'a> {
+    case: &'a Case<'a>,
+    lo: Vec<f64>,
+    hi: Vec<f64>,
+    label: usize,
+    verified: bool,
+    order_rng: SplitMix,
+}
+
+impl Probe<'_> {
+    /// Evaluates `x` in every order, records each output outside the
+    /// bounds (or tying a verified label) and returns the smallest margin.
+    fn check(&mut self, x: &[f64], rep: &mut Report) -> f64 {
+        let Case { kind, seed, arith, net, input, .. } = *self.case;
+        let (lo, hi, label) = (&self.lo, &self.hi, self.label);
+        let xf = input.to_f32_inside(x);
+        let mut worst = f64::INFINITY;
+        for (k, &o) in ORDERS.iter().enumerate() {
+            let order = if let Order::Random(_) = o { Order::Random(self.order_rng.next_u64() ^ k as u64) } else { o };
+            let y = eval_ordered(net, &xf, order);
+            rep.evaluations += 1;
+            let m = margin(&y, lo, hi);
+            worst = worst.min(m);
+            let tie = self.verified && (0..y.len()).any(|j| j != label && y[j] >= y[label]);
+            if m < 0.0 || tie {
+                rep.failures.push(Failure {
+                    kind,
+                    seed,
+                    arith: format!("{arith:?}"),
+                    point: xf.clone(),
+                    order,
+                    what: if tie {
+                        format!("verified label {label}, outputs {y:?}")
+                    } else {
+                        format!("outputs {y:?} outside [{lo:?}, {hi:?}]")
+                    },
+                });
+            }
+        }
+        rep.worst_margin = rep.worst_margin.min(worst);
+        worst
+    }
+}
+
+/// Checks the centre, 8 random corners, then `steps` hill-climbing steps
+/// from the point of smallest margin (step sizes halving, cycling every 8).
+fn climb(probe: &mut Probe, rng: &mut SplitMix, steps: usize, rep: &mut Report) {
+    let input = probe.case.input;
+    let n = input.lo.len();
+    let mut best = input.centre();
+    let mut best_m = probe.check(&best, rep);
+    for _ in 0..8 {
+        let x: Vec<f64> = (0..n).map(|i| if rng.below(2) == 0 { input.lo[i] } else { input.hi[i] }).collect();
+        let m = probe.check(&x, rep);
+        if m < best_m {
+            (best, best_m) = (x, m);
+        }
+    }
+    for s in 0..steps {
+        let step = 0.5f64.powi((s % 8) as i32);
+        let x: Vec<f64> = (0..n)
+            .map(|i| {
+                let w = input.hi[i] - input.lo[i];
+                (best[i] + (rng.unit() * 2.0 - 1.0) * step * w).clamp(input.lo[i], input.hi[i])
+            })
+            .collect();
+        let m = probe.check(&x, rep);
+        if m < best_m {
+            (best, best_m) = (x, m);
+        }
+    }
 }

@@ -5,6 +5,7 @@ use polycert_onnx::onnx_pb::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
     ValueInfoProto, attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto, type_proto,
 };
+use polycert_onnx::{ImportError, Imported, import_model};
 use prost::Message;
 
 pub fn floats(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
@@ -150,4 +151,19 @@ pub fn values(n: usize, seed: u64) -> Vec<f32> {
             ((s >> 40) as i32 - (1 << 23)) as f32 / (1 << 23) as f32
         })
         .collect()
+}
+
+/// Imports `m`, panicking with the error.
+pub fn import(m: &polycert_onnx::onnx_pb::ModelProto) -> Imported {
+    import_model(&encode(m), "test.onnx").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The error importing `m` gives.
+pub fn import_err(m: &polycert_onnx::onnx_pb::ModelProto) -> ImportError {
+    import_model(&encode(m), "bad.onnx").expect_err("import should fail")
+}
+
+/// The kinds of the imported network's nodes.
+pub fn kinds(m: &Imported) -> Vec<&'static str> {
+    m.network.nodes().iter().map(|n| n.op.kind()).collect()
 }

@@ -219,84 +219,118 @@ fn check_net<B: Backend<T>, T: Fp>(
     rng: &mut SplitMix,
     floats: bool,
 ) {
-    let (net, input) = (net.clone(), input.clone());
-    {
-        // Half the properties choose their slopes with the batched relaxed
-        // bound on the backend (`relaxed.rs`), the others as by default.
-        let relaxed_on = if prop_seed & 1 == 1 { RelaxedOn::Backend } else { RelaxedOn::Auto };
-        let opts = Options { arith, relaxed_on, ..Options::default() };
-        let bounds = Analyzer::<_, T>::new(&net, be, opts.clone()).unwrap().node_bounds(&input).unwrap();
-        // A separate generator keeps the networks and points of each seed.
-        // Branch and bound (64 leaves) on one network in eight, with its
-        // verdict checked too, and a wider gap so that some properties need
-        // it (per 50 such f64 point networks: 15 verified by the analysis, 4
-        // by the search, 31 falsified). The others stop at the analysis,
-        // whose bounds are what is checked (searches of up to 1,024 leaves
-        // that mostly ended open took 85% of this test's time).
-        let search = (prop_seed >> 32).is_multiple_of(8);
-        let prop = property(&net, &input, &mut SplitMix(prop_seed), if search { 0.03 } else { 1e-3 });
-        let o = Options { attack_steps: 0, split_relus: search, max_relu_leaves: 64, ..opts };
-        let outcome = Analyzer::<_, T>::new(&net, be, o).unwrap().analyze(&prop).unwrap();
-        let region = &prop.subproblems[0].unsafe_region;
-        let rows: Vec<&Halfspace> = region.iter().flatten().collect();
-        assert_eq!(outcome.lower_bounds.len(), rows.len(), "{arith:?}: net {k}: {:?}", outcome.verdict);
-        let verified = outcome.verdict == Verdict::Verified;
-        let margin_at = |h: &Halfspace, y: &[Rational]| dot(&h.c, y) - Rational::from_f64(h.d).unwrap();
-        // A counterexample's every float32 output lies in one disjunct, so
-        // its exact output does too.
-        if let Verdict::Falsified(cex) = &outcome.verdict {
-            let inside = cex.input.iter().enumerate().all(|(i, &v)| input.lo[i] <= v as f64 && v as f64 <= input.hi[i]);
-            assert!(inside, "{arith:?}: net {k}: counterexample outside the box");
-            let ex = exact(&net, &cex.input).swap_remove(net.output());
-            let hit = region.iter().any(|conj| conj.iter().all(|h| margin_at(h, &ex) <= 0));
-            assert!(hit, "{arith:?}: net {k}: counterexample's exact output is safe");
-        }
-        // c·y − d ≥ lb at output values `y` (exact or float32), and a verified
-        // property holds there: every disjunct has a half-space with c·y > d.
-        let holds = |y: &[Rational]| {
-            let safe = region.iter().all(|conj| conj.iter().any(|h| margin_at(h, y) > 0));
-            rows.iter()
-                .zip(&outcome.lower_bounds)
-                .all(|(h, &lb)| Rational::from_f64(lb).is_none_or(|lb| margin_at(h, y) >= lb))
-                && (!verified || safe)
-        };
-        for t in 0..30 {
-            let x = box_point(&input, t, rng);
-            let inside = x.iter().enumerate().all(|(i, &v)| (v as f64) >= input.lo[i] && (v as f64) <= input.hi[i]);
-            assert!(inside);
-            let ex = exact(&net, &x);
+    // Half the properties choose their slopes with the batched relaxed
+    // bound on the backend (`relaxed.rs`), the others as by default.
+    let relaxed_on = if prop_seed & 1 == 1 { RelaxedOn::Backend } else { RelaxedOn::Auto };
+    let opts = Options { arith, relaxed_on, ..Options::default() };
+    let bounds = Analyzer::<_, T>::new(net, be, opts.clone()).unwrap().node_bounds(input).unwrap();
+    // A separate generator keeps the networks and points of each seed.
+    // Branch and bound (64 leaves) on one network in eight, with its
+    // verdict checked too, and a wider gap so that some properties need
+    // it (per 50 such f64 point networks: 15 verified by the analysis, 4
+    // by the search, 31 falsified). The others stop at the analysis,
+    // whose bounds are what is checked (searches of up to 1,024 leaves
+    // that mostly ended open took 85% of this test's time).
+    let search = (prop_seed >> 32).is_multiple_of(8);
+    let prop = property(net, input, &mut SplitMix(prop_seed), if search { 0.03 } else { 1e-3 });
+    let o = Options { attack_steps: 0, split_relus: search, max_relu_leaves: 64, ..opts };
+    let outcome = Analyzer::<_, T>::new(net, be, o).unwrap().analyze(&prop).unwrap();
+    let proof = Proof::new(&prop.subproblems[0].unsafe_region, &outcome.lower_bounds, &outcome.verdict);
+    assert_eq!(outcome.lower_bounds.len(), proof.rows.len(), "{arith:?}: net {k}: {:?}", outcome.verdict);
+    if let Verdict::Falsified(cex) = &outcome.verdict {
+        check_counterexample(net, input, proof.region, &cex.input, arith, k);
+    }
+    for t in 0..30 {
+        let x = box_point(input, t, rng);
+        let inside = x.iter().enumerate().all(|(i, &v)| (v as f64) >= input.lo[i] && (v as f64) <= input.hi[i]);
+        assert!(inside);
+        let ex = exact(net, &x);
+        assert!(
+            proof.holds(&ex[net.output()]),
+            "{arith:?}: net {k}: half-space bound or verdict fails at an exact value"
+        );
+        exact_values_enclosed(&bounds, &ex, arith, k);
+        for fma in [false, true].into_iter().filter(|_| floats) {
+            let fl = float32(net, &x, rng, fma);
+            let y: Vec<Rational> = fl[net.output()].iter().map(|&v| Rational::from_f64(v as f64).unwrap()).collect();
             assert!(
-                holds(&ex[net.output()]),
-                "{arith:?}: net {k}: half-space bound or verdict fails at an exact value"
+                proof.holds(&y),
+                "{arith:?}: net {k}: half-space bound or verdict fails at a float32 value ({fma})"
             );
-            for (node, (lo, hi)) in bounds.iter().enumerate() {
-                for j in 0..lo.len() {
-                    let (l, h) = (Rational::from_f64(lo[j]), Rational::from_f64(hi[j]));
-                    assert!(
-                        l.is_none_or(|l| l <= ex[node][j]) && h.is_none_or(|h| ex[node][j] <= h),
-                        "{arith:?}: net {k} node {node}[{j}]: exact value outside [{}, {}]",
-                        lo[j],
-                        hi[j]
-                    );
-                }
-            }
-            for fma in [false, true].into_iter().filter(|_| floats) {
-                let fl = float32(&net, &x, rng, fma);
-                let y: Vec<Rational> =
-                    fl[net.output()].iter().map(|&v| Rational::from_f64(v as f64).unwrap()).collect();
-                assert!(holds(&y), "{arith:?}: net {k}: half-space bound or verdict fails at a float32 value ({fma})");
-                for (node, (lo, hi)) in bounds.iter().enumerate() {
-                    for j in 0..lo.len() {
-                        let v = fl[node][j] as f64;
-                        assert!(
-                            lo[j] <= v && v <= hi[j],
-                            "{arith:?}: net {k} node {node}[{j}]: float32 ({fma}) {v} outside [{}, {}]",
-                            lo[j],
-                            hi[j]
-                        );
-                    }
-                }
-            }
+            float_values_enclosed(&bounds, &fl, arith, k, fma);
+        }
+    }
+}
+
+/// `c·y − d` of half-space `h` at outputs `y`.
+fn slack(h: &Halfspace, y: &[Rational]) -> Rational {
+    dot(&h.c, y) - Rational::from_f64(h.d).unwrap()
+}
+
+/// An analysed property: its unsafe region (disjuncts of half-spaces), its
+/// half-spaces in order with their certified lower bounds of `c·y − d`, and
+/// whether it was verified.
+struct Proof<'a> {
+    region: &'a [Vec<Halfspace>],
+    rows: Vec<&'a Halfspace>,
+    lower_bounds: &'a [f64],
+    verified: bool,
+}
+
+impl<'a> Proof<'a> {
+    fn new(region: &'a [Vec<Halfspace>], lower_bounds: &'a [f64], verdict: &Verdict) -> Self {
+        let rows = region.iter().flatten().collect();
+        Self { region, rows, lower_bounds, verified: *verdict == Verdict::Verified }
+    }
+
+    /// `c·y − d ≥ lb` at output values `y` (exact or float32), and a verified
+    /// property holds there: every disjunct has a half-space with `c·y > d`.
+    fn holds(&self, y: &[Rational]) -> bool {
+        let safe = self.region.iter().all(|conj| conj.iter().any(|h| slack(h, y) > 0));
+        self.rows
+            .iter()
+            .zip(self.lower_bounds)
+            .all(|(h, &lb)| Rational::from_f64(lb).is_none_or(|lb| slack(h, y) >= lb))
+            && (!self.verified || safe)
+    }
+}
+
+/// A counterexample lies in the box, and since its every float32 output
+/// lies in one disjunct, its exact output does too.
+fn check_counterexample(net: &Network, input: &InputBox, region: &[Vec<Halfspace>], x: &[f32], arith: Arith, k: &str) {
+    let inside = x.iter().enumerate().all(|(i, &v)| input.lo[i] <= v as f64 && v as f64 <= input.hi[i]);
+    assert!(inside, "{arith:?}: net {k}: counterexample outside the box");
+    let ex = exact(net, x).swap_remove(net.output());
+    let hit = region.iter().any(|conj| conj.iter().all(|h| slack(h, &ex) <= 0));
+    assert!(hit, "{arith:?}: net {k}: counterexample's exact output is safe");
+}
+
+/// Every node's exact values `ex` lie in its bounds.
+fn exact_values_enclosed(bounds: &[(Vec<f64>, Vec<f64>)], ex: &[Vec<Rational>], arith: Arith, k: &str) {
+    for (node, (lo, hi)) in bounds.iter().enumerate() {
+        for j in 0..lo.len() {
+            let (l, h) = (Rational::from_f64(lo[j]), Rational::from_f64(hi[j]));
+            assert!(
+                l.is_none_or(|l| l <= ex[node][j]) && h.is_none_or(|h| ex[node][j] <= h),
+                "{arith:?}: net {k} node {node}[{j}]: exact value outside [{}, {}]",
+                lo[j],
+                hi[j]
+            );
+        }
+    }
+}
+
+/// Every node's float32 values `fl` (with or without `fma`) lie in its bounds.
+fn float_values_enclosed(bounds: &[(Vec<f64>, Vec<f64>)], fl: &[Vec<f32>], arith: Arith, k: &str, fma: bool) {
+    for (node, (lo, hi)) in bounds.iter().enumerate() {
+        for j in 0..lo.len() {
+            let v = fl[node][j] as f64;
+            assert!(
+                lo[j] <= v && v <= hi[j],
+                "{arith:?}: net {k} node {node}[{j}]: float32 ({fma}) {v} outside [{}, {}]",
+                lo[j],
+                hi[j]
+            );
         }
     }
 }
