@@ -26,7 +26,7 @@ where
         let c: Vec<f64> = (0..n_in).map(|_| rng.unit()).collect();
         let eps = 0.004 * (1 + k % 3) as f64;
         let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
-        let y = polycert_deeppoly::eval::eval::<f64>(&net, &input.centre());
+        let y = polycert_deeppoly::base::eval::eval::<f64>(&net, &input.centre());
         let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap();
         let prop = Property::robustness("p", input.clone(), label, y.len()).unwrap();
         let o = Options { arith, ..Options::default() };

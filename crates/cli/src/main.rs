@@ -303,7 +303,7 @@ fn verify(a: VerifyArgs) -> Result<bool> {
         }
     }
     let mut opts = a.analysis.options(a.timeout);
-    let progress = std::sync::Arc::new(polycert_deeppoly::progress::Progress::default());
+    let progress = std::sync::Arc::new(polycert_deeppoly::base::progress::Progress::default());
     opts.progress = Some(progress.clone());
     let bar = live::bar(jobs.len());
     let mut records = Vec::new();
@@ -331,7 +331,7 @@ fn verify(a: VerifyArgs) -> Result<bool> {
     if let Some(rf) = &a.result_file {
         match records.first() {
             Some(Record { counterexample: Some(x), .. }) => {
-                let y = polycert_deeppoly::eval::eval::<f32>(net, x);
+                let y = polycert_deeppoly::base::eval::eval::<f32>(net, x);
                 vnncomp::write_cex(rf, &imported.from_ir_input(x), &y)?;
             }
             r => {
@@ -374,7 +374,7 @@ fn main() -> ExitCode {
             Cmd::Fpna(c) => fpna::run(c),
         }
     };
-    let phases = polycert_deeppoly::profile::report();
+    let phases = polycert_deeppoly::base::profile::report();
     if !phases.is_empty() {
         eprintln!("polycert phases:\n{phases}");
     }

@@ -114,7 +114,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
     let prepare: std::cell::RefCell<HashMap<String, f64>> = Default::default();
     let pending: Vec<&Instance> =
         instances.iter().filter(|i| !done.contains(&(i.onnx.clone(), i.vnnlib.clone()))).collect();
-    let progress = std::sync::Arc::new(polycert_deeppoly::progress::Progress::default());
+    let progress = std::sync::Arc::new(polycert_deeppoly::base::progress::Progress::default());
     let bar = crate::live::bar(pending.len());
     let mut emit = |inst: &Instance, rec: Record, cex: Option<PathBuf>| -> Result<()> {
         let r = vnn_result(&rec.result);
@@ -218,7 +218,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
                     let mut cex = None;
                     if let Some(x) = &rec.counterexample {
                         std::fs::create_dir_all(&cex_dir)?;
-                        let y = polycert_deeppoly::eval::eval::<f32>(net, x);
+                        let y = polycert_deeppoly::base::eval::eval::<f32>(net, x);
                         let path = cex_dir.join(cex_file_name(group[k]));
                         write_cex(&path, &imported.from_ir_input(x), &y)?;
                         cex = Some(path);

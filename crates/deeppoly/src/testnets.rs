@@ -1,7 +1,7 @@
 //! Small deterministic networks for tests and benchmarks (shared by every
 //! backend's conformance suite).
 
-use crate::ir::{Conv2d, Network, NodeId, Op, Shape};
+use crate::base::ir::{Conv2d, Network, NodeId, Op, Shape};
 
 /// A tiny deterministic generator (SplitMix64), to avoid a dependency.
 #[derive(Debug, Clone)]
@@ -167,7 +167,7 @@ pub fn densify(net: &Network) -> (Network, Vec<NodeId>) {
 /// Conv, then two branches (3x3 average pooling / a strided 1x1 conv)
 /// concatenated over channels, ReLU, flatten, dense.
 pub fn random_pool_concat(rng: &mut SplitMix, input: Shape, width: usize, n_out: usize) -> Network {
-    use crate::ir::Pool;
+    use crate::base::ir::Pool;
     let mut n = Network::new(input);
     let c1 = n.push("conv1", Op::Conv2d(rand_conv(rng, input.c, width, 3, 1, 1)), &[0]).expect("valid");
     let r1 = n.push("relu1", Op::Relu, &[c1]).expect("valid");
@@ -186,7 +186,7 @@ pub fn random_pool_concat(rng: &mut SplitMix, input: Shape, width: usize, n_out:
 /// Conv, ReLU, 2x2 max pooling, conv, ReLU, padded 3x3 max pooling (stride
 /// 1, overlapping windows), flatten, dense.
 pub fn random_maxpool(rng: &mut SplitMix, input: Shape, width: usize, n_out: usize) -> Network {
-    use crate::ir::Pool;
+    use crate::base::ir::Pool;
     let mut n = Network::new(input);
     let c1 = n.push("conv1", Op::Conv2d(rand_conv(rng, input.c, width, 3, 1, 1)), &[0]).expect("valid");
     let r1 = n.push("relu1", Op::Relu, &[c1]).expect("valid");

@@ -125,7 +125,7 @@ pub fn eval_ordered(net: &Network, x: &[f32], order: Order) -> Vec<f32> {
         Order::Random(s) => s,
         _ => 0,
     });
-    polycert_deeppoly::eval::eval_reordered(net, x, &mut |t: &mut [f32]| match order {
+    polycert_deeppoly::base::eval::eval_reordered(net, x, &mut |t: &mut [f32]| match order {
         Order::Sequential => {}
         Order::Reversed => t.reverse(),
         Order::Ascending => t.sort_by(|a, b| a.abs().total_cmp(&b.abs())),

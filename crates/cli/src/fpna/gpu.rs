@@ -231,7 +231,7 @@ pub fn cuda_runs(net: &Network, inputs: &[Vec<f32>], runs: usize) -> Result<Vec<
                         .flat_map(|p| {
                             let ins: Vec<&[f32]> =
                                 node.inputs.iter().zip(&sizes).map(|(&k, &n)| &vals[k][p * n..(p + 1) * n]).collect();
-                            polycert_deeppoly::eval::eval_node(net, id, &ins)
+                            polycert_deeppoly::base::eval::eval_node(net, id, &ins)
                         })
                         .collect()
                 }
