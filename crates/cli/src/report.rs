@@ -21,7 +21,7 @@ pub struct Record {
     pub error: Option<String>,
     /// Input splitting's leaves and bound, where it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub search: Option<polycert_deeppoly::bab::search::SearchStats>,
+    pub search: Option<polycert_deeppoly::base::property::SearchStats>,
 }
 
 impl Record {

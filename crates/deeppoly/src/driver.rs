@@ -4,93 +4,25 @@
 //! magnitudes, early termination and compaction; a property proved by the
 //! first pass leaves the batch before the refinement pass.
 
-use crate::base::analyzer::{AnalysisError, Analyzer, falsify_centre};
-use crate::base::backend::{Arith, Backend};
-use crate::gpupoly::forward::RunState;
-use crate::bab::gate::RefineGate;
-use crate::crown::lagrange::{LayerSlopes, Slopes, SplitConstraint};
+use crate::attack::check::falsify_centre;
 use crate::attack::pgd::{Start, Target};
-use crate::base::property::{Counterexample, InputBox, Outcome, Property, SubProblem, Verdict};
+use crate::base::analyzer::{AnalysisError, Analyzer};
+use crate::base::backend::Backend;
+use crate::base::property::{Counterexample, Outcome, Property, SubProblem, Verdict};
+use crate::gpupoly::passes::SlotResult;
 use polycert_interval::Fp;
 use rayon::prelude::*;
-use std::collections::HashMap;
 use std::ops::{ControlFlow, Range};
 use std::time::Instant;
 
 /// Takes each property's outcome as it is decided; `Break` stops the batch.
 pub type Each<'a> = dyn FnMut(usize, Result<Outcome, AnalysisError>) -> ControlFlow<()> + 'a;
 
-/// The most sub-problems analysed together (`Options::batch`).
-pub const MAX_BATCH: usize = 1024;
-
-/// The largest default batch a backend's [`Backend::batch_neurons`] gives.
-pub const SMALL_NET_BATCH: usize = 128;
-
-/// The default batch of a backend that names none ([`Backend::batch_hint`]).
-pub const DEFAULT_BATCH: usize = 256;
-
-/// Values per neuron and batch slot that a run state keeps: host and device
-/// bounds, relaxation or bias tables, `r` and `|W|·r`.
-const VALUES_PER_NEURON: usize = 16;
-
 /// Per property: the sub-problems to analyse (slots of the batch), and the
 /// counterexample that stopped the list early, if any.
 type Plan = (Vec<usize>, Option<Counterexample>);
 
-/// One box's bounds of every node, `(lo, hi)` per node.
-pub(crate) type NodeBounds<T> = Vec<(Vec<T>, Vec<T>)>;
-
-/// Node bounds in `f64` (exactly).
-pub(crate) fn bounds_f64<T: Fp>(b: NodeBounds<T>) -> Vec<crate::base::analyzer::NodeBounds> {
-    let f64s = |v: Vec<T>| v.into_iter().map(|x| x.to_f64_exact()).collect();
-    b.into_iter().map(|(l, h)| (f64s(l), f64s(h))).collect()
-}
-
-/// The slots' results, the run state they came from, and the parameters
-/// their output rows were bounded with.
-type Analysed<T, Buf> = (Vec<SlotResult>, Option<RunState<T, Buf>>, Duals);
-
-/// β per (slot, half-space index within the slot), one per split constraint.
-pub(crate) type Betas = HashMap<(usize, usize), Vec<f64>>;
-
-/// The parameters the output rows were bounded with: β per (slot,
-/// half-space), and per slot its optimised lower slopes.
-#[derive(Default)]
-pub(crate) struct Duals {
-    pub betas: Betas,
-    pub slopes: HashMap<usize, Slopes>,
-}
-
-/// What [`Analyzer::analyze_within`] returns: per slot its result and final
-/// node bounds, and the parameters of its rows.
-pub(crate) type Searched<T> = (Vec<SlotResult>, Vec<NodeBounds<T>>, Duals);
-
-/// Lower bounds of every half-space row of a sub-problem, and whether all
-/// its disjuncts are proved infeasible.
-pub(crate) type SlotResult = (Vec<f64>, bool);
-
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// How many properties [`Analyzer::analyze_batch`] should take at once:
-    /// `Options::batch`, else as many run states as a quarter of the memory
-    /// budget holds, at most the backend's [`Backend::batch_hint`] (or, on
-    /// small networks, what its [`Backend::batch_neurons`] allows). The
-    /// interval arithmetic runs one property at a time.
-    pub fn batch_capacity(&self) -> usize {
-        if self.opts.arith == Arith::Interval {
-            return 1;
-        }
-        if let Some(b) = self.opts.batch {
-            return b.clamp(1, MAX_BATCH);
-        }
-        let neurons: usize = self.net.nodes().iter().map(|n| n.shape.numel()).sum();
-        let per_slot = neurons.max(1) * VALUES_PER_NEURON * std::mem::size_of::<T>();
-        let mut hint = self.backend.batch_hint();
-        if let Some(total) = self.backend.batch_neurons() {
-            hint = hint.max((total / neurons.max(1)).min(SMALL_NET_BATCH));
-        }
-        (self.budget() / 4 / per_slot).clamp(1, hint.clamp(1, MAX_BATCH))
-    }
-
     /// Decides a property. Sub-problems are analysed in order; the property
     /// is verified only when all of them are.
     pub fn analyze(&self, prop: &Property) -> Result<Outcome, AnalysisError> {
@@ -243,7 +175,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let start = Instant::now();
         let spent = std::time::Duration::from_secs_f64(o.seconds);
         let deadline = self.opts.timeout.map(|t| start + t.saturating_sub(spent));
-        let mut stats = crate::bab::search::SearchStats::default();
+        let mut stats = crate::base::property::SearchStats::default();
         let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
         for &s in slots.iter().filter(|&&s| !results[s].1) {
             match self.search(work[s], &results[s].0, deadline, &mut stats) {
@@ -325,7 +257,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for (group, plan) in plans.iter().enumerate() {
             let Ok((slots, _)) = plan else { continue };
             if let Some(&s) = slots.iter().find(|&&s| !results[s].1) {
-                for disjunct in crate::attack::check::weakest_disjuncts(work[s], &results[s].0, 3) {
+                for disjunct in crate::base::property::weakest_disjuncts(work[s], &results[s].0, 3) {
                     for restart in 0..=self.opts.attack_restarts as u32 {
                         let start = if restart == 0 { Start::Centre } else { Start::Random(restart) };
                         targets.push(Target { sp: work[s], disjunct, group, start });
@@ -334,135 +266,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         self.attack_or_nothing(&targets, plans.len(), deadline)
-    }
-
-    /// Both passes for a batch of sub-problems: forward intervals and the
-    /// output rows; then, for the sub-problems still open, refinement of
-    /// their unstable ReLU inputs and the output rows again.
-    pub(crate) fn analyze_subproblems(
-        &self,
-        sps: &[&SubProblem],
-        deadline: Option<Instant>,
-    ) -> Result<Vec<SlotResult>, AnalysisError> {
-        Ok(self.analyze_state(sps, &[], None, deadline)?.0)
-    }
-
-    /// [`Analyzer::analyze_subproblems`] for search leaves (see [`Within`]);
-    /// also returns every open slot's final node bounds (none for a proved
-    /// slot) and the rows' β. `gate`, where given, is the search's
-    /// refinement gate (`gate.rs`).
-    pub(crate) fn analyze_within(
-        &self,
-        sps: &[&SubProblem],
-        within: &[Within<'_, T>],
-        gate: Option<&RefineGate>,
-        deadline: Option<Instant>,
-    ) -> Result<Searched<T>, AnalysisError> {
-        let (res, st, duals) = self.analyze_state(sps, within, gate, deadline)?;
-        // Only open slots are split further: a proved one's bounds are not copied.
-        let bounds = (0..sps.len())
-            .map(|s| {
-                st.iter()
-                    .filter(|_| !res[s].1)
-                    .flat_map(|st| &st.bounds)
-                    .map(|b| {
-                        let n = b.lo.len() / sps.len();
-                        (b.lo[s * n..(s + 1) * n].to_vec(), b.hi[s * n..(s + 1) * n].to_vec())
-                    })
-                    .collect()
-            })
-            .collect();
-        Ok((res, bounds, duals))
-    }
-
-    /// The two passes, returning the run state (none for no sub-problems).
-    fn analyze_state(
-        &self,
-        sps: &[&SubProblem],
-        within: &[Within<'_, T>],
-        gate: Option<&RefineGate>,
-        deadline: Option<Instant>,
-    ) -> Result<Analysed<T, B::Buf>, AnalysisError> {
-        if sps.is_empty() {
-            return Ok((Vec::new(), None, Duals::default()));
-        }
-        let inputs: Vec<&InputBox> = sps.iter().map(|s| &s.input).collect();
-        let mut st = {
-            let _p = crate::base::profile::span("forward_pass");
-            let prior: Vec<Option<&NodeBounds<T>>> = within.iter().map(|w| w.prior).collect();
-            self.forward_pass_within(&inputs, &prior)?
-        };
-        Self::check_consistent(&st)?;
-        let all: Vec<usize> = (0..sps.len()).collect();
-        let mut res = {
-            let _p = crate::base::profile::span("prove_output");
-            self.prove_output(&mut st, sps, &all, None, deadline)?
-        };
-        let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].1).collect();
-        let mut duals = Duals::default();
-        if !open.is_empty() && self.opts.refine {
-            {
-                let _p = crate::base::profile::span("refine_all");
-                let after: Vec<Option<usize>> = within.iter().map(|w| w.after).collect();
-                let inter: Vec<_> = within.iter().map(|w| w.inter).collect();
-                self.refine_all(&mut st, &open, &after, &inter, gate, deadline)?;
-            }
-            Self::check_consistent(&st)?;
-            duals = self.choose_parameters(&st, sps, &open, within, &res);
-            if !duals.slopes.is_empty() {
-                self.set_slopes(&mut st, &duals.slopes)?;
-            }
-            let _p = crate::base::profile::span("prove_output");
-            let get = |s: usize, h: usize| {
-                let (Some(w), Some(b)) = (within.get(s), duals.betas.get(&(s, h))) else { return Vec::new() };
-                w.splits
-                    .iter()
-                    .zip(b)
-                    .filter(|(_, b)| **b > 0.0)
-                    .map(|(sp, &b)| (sp.node, sp.neuron, if sp.active { -b } else { b }))
-                    .collect()
-            };
-            let again = self.prove_output(&mut st, sps, &open, Some(&get), deadline)?;
-            for (&s, (l2, p2)) in open.iter().zip(again) {
-                let lbs: Vec<f64> = res[s].0.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
-                // A disjunct either pass proved is proved.
-                let proved = p2 || crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &lbs).is_empty();
-                res[s] = (lbs, proved);
-            }
-        }
-        Ok((res, Some(st), duals))
-    }
-}
-
-/// What a search leaf brings to its analysis: bounds known to hold over
-/// its domain (its parent's final ones, with a ReLU split's clamp: every
-/// node's bounds are intersected with them, and a contradiction proves the
-/// leaf), the last node whose bounds equal its parent's (refinement starts
-/// after it), and its ReLU split constraints (Lagrangian terms of its
-/// output rows, `lagrange.rs`).
-pub(crate) struct Within<'p, T> {
-    pub prior: Option<&'p NodeBounds<T>>,
-    pub after: Option<usize>,
-    pub splits: &'p [SplitConstraint],
-    /// A starting β per half-space of the leaf (its parent's, warm start).
-    pub betas: &'p [Option<Vec<f64>>],
-    /// Starting lower slopes (its parent's).
-    pub slopes: Option<&'p Slopes>,
-    /// The lower slopes its refinement uses per layer (its search root's,
-    /// `tighten.rs`).
-    pub inter: Option<&'p LayerSlopes>,
-}
-
-impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Without prior bounds, contradicting bounds are a bug, never a proof.
-    fn check_consistent(st: &RunState<T, B::Buf>) -> Result<(), AnalysisError> {
-        match st.empty.iter().position(|&e| e) {
-            Some(s) if !st.within => {
-                let msg = format!("inconsistent bounds in batch slot {s} without prior bounds");
-                Err(crate::base::backend::BackendError::Failure(msg).into())
-            }
-            _ => Ok(()),
-        }
     }
 }
 

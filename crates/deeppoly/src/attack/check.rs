@@ -91,14 +91,6 @@ pub fn reference_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Ve
     std::mem::take(&mut grads[0])
 }
 
-/// The `k` disjuncts closest to being reachable: those whose best certified
-/// lower bound (over their half-spaces, flattened in `lbs`) is smallest.
-pub fn weakest_disjuncts(sp: &SubProblem, lbs: &[f64], k: usize) -> Vec<usize> {
-    let mut open = crate::base::property::unproved_disjuncts(&sp.unsafe_region, lbs);
-    open.sort_by(|a, b| a.2.total_cmp(&b.2));
-    open.into_iter().take(k).map(|(d, _, _)| d).collect()
-}
-
 /// The sign steps of an attack run, as shares of each input's width.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Schedule {
@@ -172,10 +164,17 @@ pub(crate) fn hinge_seed(conj: &[crate::base::property::Halfspace], y: &[f64], k
     seed
 }
 
+/// Checks the box centre in float32 inference against the unsafe region.
+pub(crate) fn falsify_centre(net: &Network, sp: &SubProblem) -> Option<Counterexample> {
+    let x: Vec<f32> = sp.input.centre().iter().map(|&v| v as f32).collect();
+    check_f32(net, sp, &x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::base::ir::Shape;
+    use crate::base::property::weakest_disjuncts;
     use crate::base::property::{InputBox, Property};
 
     #[test]

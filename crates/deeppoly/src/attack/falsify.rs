@@ -19,13 +19,15 @@
 //!   the box, about 1% of one input's range wide; in a host experiment about
 //!   one random start in 300 ended there, and no run from the centre).
 
-use crate::base::analyzer::{Analyzer, falsify_centre};
 use crate::attack::check::Schedule;
-use crate::base::backend::Backend;
-use crate::driver::NodeBounds;
-use crate::crown::lagrange::{Slopes, SlotBounds, SplitConstraint};
+use crate::attack::check::falsify_centre;
 use crate::attack::pgd::{Start, Target};
+use crate::base::analyzer::Analyzer;
+use crate::base::backend::Backend;
+use crate::base::bounds::NodeBounds;
 use crate::base::property::{Counterexample, SubProblem};
+use crate::base::relax::Slopes;
+use crate::crown::lagrange::{SlotBounds, SplitConstraint};
 use polycert_interval::Fp;
 use std::time::{Duration, Instant};
 
@@ -88,7 +90,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .zip(lbs)
             .enumerate()
             .flat_map(|(g, (sp, l))| {
-                crate::attack::check::weakest_disjuncts(sp, l, 1).into_iter().map(move |d| Target {
+                crate::base::property::weakest_disjuncts(sp, l, 1).into_iter().map(move |d| Target {
                     sp,
                     disjunct: d,
                     group: g,
@@ -150,7 +152,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let t0 = Instant::now();
         let _p = crate::base::profile::span("search.attack_corners");
         let mut order: Vec<usize> = (0..views.len()).collect();
-        let weakest = |i: usize| crate::bab::search::weakest(&views[i].sp.unsafe_region, views[i].lbs);
+        let weakest = |i: usize| crate::base::property::weakest(&views[i].sp.unsafe_region, views[i].lbs);
         order.sort_by(|&a, &b| weakest(a).total_cmp(&weakest(b)));
         order.truncate(CORNER_LEAVES);
         let (net, lower) = (self.net, self.opts.relu_lower);
@@ -174,8 +176,8 @@ fn leaf_corner<T: Fp>(
     lower: crate::base::relax::ReluLower,
     v: &LeafView<'_, T>,
 ) -> Option<(usize, Vec<f64>)> {
-    let d = *crate::attack::check::weakest_disjuncts(v.sp, v.lbs, 1).first()?;
-    let (h, half) = crate::bab::search::nearest_halfspace(v.sp, v.lbs)?;
+    let d = *crate::base::property::weakest_disjuncts(v.sp, v.lbs, 1).first()?;
+    let (h, half) = crate::base::property::nearest_halfspace(v.sp, v.lbs)?;
     let beta = v.betas.get(h).cloned().flatten().unwrap_or_default();
     let view: SlotBounds<'_, T> = v.bounds.iter().map(|(l, h)| (&l[..], &h[..])).collect();
     let x = crate::crown::relaxed_bound::minimising_corner(net, &view, &half.c, (v.splits, &beta), v.slopes, lower)?;

@@ -5,11 +5,12 @@
 //! is reported only after plain float32 inference confirms it
 //! ([`crate::attack::check::check_f32`]).
 
-use crate::base::analyzer::{Analyzer, Params};
 use crate::attack::check::{Schedule, check_f32, hinge_seed, worst_halfspace};
+use crate::base::analyzer::{Analyzer, Params};
 use crate::base::backend::{BResult, Backend, Pointwise};
 use crate::base::ir::{NodeId, Op};
 use crate::base::property::{Counterexample, SubProblem};
+use crate::base::recorded::StepGraph;
 use polycert_interval::{Fp, fp};
 use rayon::prelude::*;
 use std::time::Instant;
@@ -34,36 +35,6 @@ pub enum Start<'p> {
     /// A given point (clamped to the box): e.g. the input corner that
     /// minimises a search leaf's relaxed bound.
     At(&'p [f64]),
-}
-
-/// The attack's step recorded once per analyzer and point count
-/// (inference, gradient of fixed seeds, sign step), with every buffer it
-/// reads or writes, in place: an attack loads its points and replays it.
-pub(crate) struct StepGraph<G, Buf> {
-    points: usize,
-    graph: G,
-    x: Buf,
-    lo: Buf,
-    hi: Buf,
-    alpha: Buf,
-    seeds: Buf,
-    /// The outputs at the step's start point, which `x_prev` holds.
-    y: Buf,
-    x_prev: Buf,
-    _tables: Vec<Option<[Buf; 3]>>,
-}
-
-/// The recorded steps of an analyzer (a few point counts).
-pub(crate) struct Recorded<G, Buf> {
-    graphs: Vec<StepGraph<G, Buf>>,
-    /// The backend records no graphs, or not this network's step.
-    unavailable: bool,
-}
-
-impl<G, Buf> Default for Recorded<G, Buf> {
-    fn default() -> Self {
-        Self { graphs: Vec::new(), unavailable: false }
-    }
 }
 
 /// Point counts whose recorded steps are kept, and the most points a kept
@@ -536,7 +507,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let v = self.infer_all(&x, p, &tables)?;
         let s: Vec<T> = seeds.iter().map(|&c| T::from_f64_nearest(c)).collect();
         if s.len() != p * self.net.output_shape().numel() {
-            return Err(crate::base::backend::BackendError::Failure(format!("input_gradients: {} seeds for {p} points", s.len())));
+            return Err(crate::base::backend::BackendError::Failure(format!(
+                "input_gradients: {} seeds for {p} points",
+                s.len()
+            )));
         }
         Ok(match self.gradient(&v, &x, p, &tables, self.backend.upload(&s)?)? {
             Some(g) => self.backend.download(&g)?.iter().map(|t| t.to_f64_exact()).collect(),
@@ -546,7 +520,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     fn upload_points(&self, xs: &[f64], p: usize) -> BResult<B::Buf> {
         if xs.len() != p * self.net.input_shape().numel() {
-            return Err(crate::base::backend::BackendError::Failure(format!("{} input values for {p} points", xs.len())));
+            return Err(crate::base::backend::BackendError::Failure(format!(
+                "{} input values for {p} points",
+                xs.len()
+            )));
         }
         self.backend.upload(&xs.iter().map(|&v| T::from_f64_nearest(v)).collect::<Vec<T>>())
     }

@@ -8,7 +8,7 @@
 //! are bit for bit those, zeros' signs aside. In f64 without rounding: it
 //! steers the search only.
 
-use crate::driver::NodeBounds;
+use crate::base::bounds::NodeBounds;
 use crate::base::ir::{Network, Op};
 use crate::base::relax::{ReluLower, relu_relax};
 use polycert_interval::Fp;
@@ -107,8 +107,10 @@ mod tests {
     #[test]
     fn lanes_equal_one_leaf_passes() {
         let mut rng = SplitMix(11);
-        let nets =
-            [random_mlp(&mut rng, &[9, 17, 13, 5]), random_resnet(&mut rng, crate::base::ir::Shape::new(2, 6, 5), 7, 4)];
+        let nets = [
+            random_mlp(&mut rng, &[9, 17, 13, 5]),
+            random_resnet(&mut rng, crate::base::ir::Shape::new(2, 6, 5), 7, 4),
+        ];
         for net in &nets {
             let n_out = net.output_shape().numel();
             let bounds: Vec<NodeBounds<f64>> = (0..LANES).map(|_| random_bounds(net, &mut rng)).collect();
@@ -154,7 +156,8 @@ mod tests {
         let mut widths = vec![784];
         widths.extend([256; 6]);
         widths.push(10);
-        let nets = [random_resnet(&mut rng, crate::base::ir::Shape::new(3, 32, 32), 32, 10), random_mlp(&mut rng, &widths)];
+        let nets =
+            [random_resnet(&mut rng, crate::base::ir::Shape::new(3, 32, 32), 32, 10), random_mlp(&mut rng, &widths)];
         for net in &nets {
             let b = random_bounds(net, &mut rng);
             let c: Vec<f64> = (0..net.output_shape().numel()).map(|_| rng.weight(1.0)).collect();

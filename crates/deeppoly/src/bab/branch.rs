@@ -13,10 +13,10 @@
 //! contradict each other prove the child (its domain is empty).
 
 use crate::bab::babsr::{LANES, LeafObjective, relaxed_coefficients};
-use crate::driver::NodeBounds;
+use crate::base::bounds::NodeBounds;
 use crate::base::ir::{Network, NodeId, Op};
-use crate::crown::lagrange::SplitConstraint;
 use crate::base::relax::{ReluLower, relu_relax};
+use crate::crown::lagrange::SplitConstraint;
 use polycert_interval::Fp;
 
 /// A ReLU to split: the ReLU's input node and the neuron in it.

@@ -13,6 +13,7 @@
 //! Skipping a layer is sound: its bounds stay the parent's, intersected
 //! with the forward pass.
 
+use crate::gpupoly::passes::LayerGate;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -46,9 +47,9 @@ pub(crate) struct RefineGate {
     layers: RefCell<HashMap<usize, Gain>>,
 }
 
-impl RefineGate {
+impl LayerGate for RefineGate {
     /// Whether leaves refine layer `p` this round (counts a skipped round).
-    pub(crate) fn open(&self, p: usize) -> bool {
+    fn open(&self, p: usize) -> bool {
         let mut layers = self.layers.borrow_mut();
         let g = layers.entry(p).or_default();
         if g.seen < WARMUP || g.share >= MIN_GAIN {
@@ -65,7 +66,7 @@ impl RefineGate {
     /// Records a refinement of layer `p` in leaves: `stabilised` of its
     /// `unstable` ReLUs became stable and their summed width went from
     /// `before` to `after`.
-    pub(crate) fn record(&self, p: usize, unstable: usize, stabilised: usize, before: f64, after: f64) {
+    fn record(&self, p: usize, unstable: usize, stabilised: usize, before: f64, after: f64) {
         if unstable == 0 {
             return;
         }

@@ -1,7 +1,8 @@
 //! The choice between a ReLU leaf's two candidate splits (`split.rs`),
 //! kept per search worker.
 
-use crate::bab::search::{Leaf, weakest};
+use crate::bab::search::Leaf;
+use crate::base::property::weakest;
 
 /// Which of a ReLU leaf's candidate splits (`branch::relu_candidates`:
 /// BaBSR's, then the first layer's) the search tries. Both pairs of
@@ -31,7 +32,7 @@ impl Picks {
     /// Per analysed leaf, whether it counts: of a parent's candidates, the
     /// one whose worse child ends with the better bound (a proved child
     /// counts as `+∞`; ties keep the first, BaBSR's).
-    pub(crate) fn keep<T>(&mut self, leaves: &[Leaf<T>], res: &[crate::driver::SlotResult]) -> Vec<bool> {
+    pub(crate) fn keep<T>(&mut self, leaves: &[Leaf<T>], res: &[crate::gpupoly::passes::SlotResult]) -> Vec<bool> {
         let end = |i: usize| if res[i].1 { f64::INFINITY } else { weakest(&leaves[i].sp.unsafe_region, &res[i].0) };
         // Per parent: per candidate, its worse child's bound.
         let mut worst: std::collections::BTreeMap<usize, [f64; 2]> = std::collections::BTreeMap::new();

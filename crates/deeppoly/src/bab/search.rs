@@ -17,48 +17,26 @@
 //!   live in their bounds, and only the layers after the split are refined
 //!   again.
 
-use crate::base::analyzer::{AnalysisError, Analyzer};
-use crate::base::options::Stabilize;
-use crate::base::backend::{Arith, Backend};
-use crate::driver::{NodeBounds, Within};
 use crate::attack::falsify::LeafView;
-use crate::base::ir::Op;
-use crate::crown::lagrange::{LayerSlopes, Slopes, SplitConstraint};
 use crate::bab::picks::Picks;
-use crate::base::property::{Counterexample, SubProblem, unproved_disjuncts};
 use crate::bab::stabilize::Rung;
 pub(crate) use crate::bab::tally::RootTally;
 use crate::bab::workers::Round;
+use crate::base::analyzer::{AnalysisError, Analyzer};
+use crate::base::backend::{Arith, Backend};
+use crate::base::bounds::NodeBounds;
+use crate::base::ir::Op;
+use crate::base::options::Stabilize;
+use crate::base::property::{
+    Counterexample, SearchStats, SubProblem, closed_margin, nearest_halfspace, unproved_disjuncts, weakest,
+};
+use crate::base::relax::{LayerSlopes, Slopes};
+use crate::crown::analyse::Within;
+use crate::crown::lagrange::SplitConstraint;
+use crate::gpupoly::passes::LayerGate;
 use polycert_interval::Fp;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Progress of a search: leaves proved (with `Stabilize::Auto`, those of
-/// its earlier stages too), leaves left open, and its bound.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct SearchStats {
-    /// What is split: "input" or "ReLU".
-    pub branching: &'static str,
-    pub leaves_proved: usize,
-    pub leaves_open: usize,
-    /// A leaf's bound is the largest lower bound among the half-spaces of
-    /// its weakest disjunct (it is proved once that is > 0). While leaves
-    /// are left unproved: the smallest of theirs (`openlist.rs`; a leaf not
-    /// analysed counts with its parent's, a root not analysed with the
-    /// analysis's before the search, −∞ where there was none).
-    /// Once every leaf is proved: the smallest margin (> 0) by which a leaf
-    /// closed a disjunct. Over several sub-problems, the smallest of theirs.
-    pub best_bound: f64,
-    /// Leaves that kept only their root's bounds for want of search memory
-    /// (`Options::search_memory`).
-    pub leaves_from_root: usize,
-}
-
-impl Default for SearchStats {
-    fn default() -> Self {
-        Self { branching: "", leaves_proved: 0, leaves_open: 0, best_bound: f64::INFINITY, leaves_from_root: 0 }
-    }
-}
 
 /// The most splits of a leaf that refines with its root's slope tables
 /// (`tighten.rs`); deeper leaves keep what they inherit through their prior
@@ -252,13 +230,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // takes each disjunct as its own root: its rows then get their own
         // slopes, and their searches split different ReLUs.
         let roots: Vec<(SubProblem, f64)> = match how {
-            Branching::Relus if sp.unsafe_region.len() > 1 => crate::base::property::disjunct_bounds(&sp.unsafe_region, lbs)
-                .map(|(d, r, _)| {
-                    let region = vec![sp.unsafe_region[d].clone()];
-                    let bound = weakest(&region, lbs.get(r).unwrap_or_default());
-                    (SubProblem { input: sp.input.clone(), unsafe_region: region }, bound)
-                })
-                .collect(),
+            Branching::Relus if sp.unsafe_region.len() > 1 => {
+                crate::base::property::disjunct_bounds(&sp.unsafe_region, lbs)
+                    .map(|(d, r, _)| {
+                        let region = vec![sp.unsafe_region[d].clone()];
+                        let bound = weakest(&region, lbs.get(r).unwrap_or_default());
+                        (SubProblem { input: sp.input.clone(), unsafe_region: region }, bound)
+                    })
+                    .collect()
+            }
             _ => vec![(sp.clone(), weakest(&sp.unsafe_region, lbs))],
         };
         tally.outstanding = vec![1; roots.len()];
@@ -305,7 +285,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 inter: l.inter.as_deref(),
             })
             .collect();
-        let (res, bounds, mut duals) = self.analyze_within(&refs, &within, w.gate.as_ref(), deadline)?;
+        let (res, bounds, mut duals) =
+            self.analyze_within(&refs, &within, w.gate.as_ref().map(|g| g as &dyn LayerGate), deadline)?;
         let keep = w.picks.keep(&leaves, &res);
         let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].1).collect();
         let mut round = Round {
@@ -588,36 +569,6 @@ fn inherited_bytes<T>(b: &NodeBounds<T>, slopes: Option<&Slopes>) -> usize {
     b.iter().map(|(l, h)| l.len() + h.len()).sum::<usize>() * std::mem::size_of::<T>() + slopes
 }
 
-/// The largest lower bound among the half-spaces of each disjunct, the
-/// smallest over the disjuncts that are not closed (`lbs` flattened).
-pub(crate) fn weakest(region: &[Vec<crate::base::property::Halfspace>], lbs: &[f64]) -> f64 {
-    unproved_disjuncts(region, lbs).into_iter().map(|(_, _, best)| best).fold(f64::INFINITY, f64::min)
-}
-
-/// The same, over the disjuncts that are closed (their bound > 0; `∞`: none).
-pub(crate) fn closed_margin(region: &[Vec<crate::base::property::Halfspace>], lbs: &[f64]) -> f64 {
-    crate::base::property::disjunct_bounds(region, lbs).map(|d| d.2).filter(|&b| b > 0.0).fold(f64::INFINITY, f64::min)
-}
-
-/// In the weakest open disjunct, the half-space with the largest lower
-/// bound, and its index in `lbs`.
-pub(crate) fn nearest_halfspace<'s>(
-    sp: &'s SubProblem,
-    lbs: &[f64],
-) -> Option<(usize, &'s crate::base::property::Halfspace)> {
-    let d = *crate::attack::check::weakest_disjuncts(sp, lbs, 1).first()?;
-    let at: usize = sp.unsafe_region[..d].iter().map(|c| c.len()).sum();
-    let conj = &sp.unsafe_region[d];
-    let k = (0..conj.len()).max_by(|&a, &b| {
-        let (x, y) = (
-            lbs.get(at + a).copied().unwrap_or(f64::NEG_INFINITY),
-            lbs.get(at + b).copied().unwrap_or(f64::NEG_INFINITY),
-        );
-        x.total_cmp(&y)
-    })?;
-    Some((at + k, conj.get(k)?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -633,19 +584,5 @@ mod tests {
         let tiny = InputBox::new(vec![1.0], vec![1.0f64.next_up()]).expect("box");
         let q = Property::robustness("q", tiny, 0, 2).expect("q");
         assert!(halves(&q.subproblems[0], 0).is_empty());
-    }
-
-    /// Disjuncts of 2, 1 and 2 half-spaces: the best of each is its largest
-    /// bound; open ones give the weakest bound, closed ones the margin.
-    #[test]
-    fn weakest_and_closed_margin_by_hand() {
-        let h = || crate::base::property::Halfspace::new(vec![1.0], 0.0);
-        let region = vec![vec![h(), h()], vec![h()], vec![h(), h()]];
-        let lbs = [-2.0, 0.5, -0.25, 3.0, -1.0];
-        assert_eq!((weakest(&region, &lbs), closed_margin(&region, &lbs)), (-0.25, 0.5));
-        let all = [0.1, -1.0, 0.2, -5.0, 0.3];
-        assert_eq!((weakest(&region, &all), closed_margin(&region, &all)), (f64::INFINITY, 0.1));
-        // A missing bound proves nothing.
-        assert_eq!((weakest(&region, &lbs[..3]), closed_margin(&region, &lbs[..3])), (f64::NEG_INFINITY, 0.5));
     }
 }

@@ -15,13 +15,14 @@
 //! bounded for exact and float inference alike), over the same box and
 //! from bounds that hold over it. Ends not proved keep their bounds.
 
+use crate::bab::search::{Branching, RootTally, Search};
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
-use crate::driver::NodeBounds;
-use crate::gpupoly::forward::RunState;
+use crate::base::bounds::NodeBounds;
 use crate::base::ir::Op;
+use crate::base::property::SearchStats;
 use crate::base::property::{Halfspace, InputBox, SubProblem};
-use crate::bab::search::{Branching, RootTally, Search, SearchStats};
+use crate::gpupoly::forward::RunState;
 use polycert_interval::Fp;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -199,9 +200,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// [`Analyzer::node_bounds`] stabilised as a ReLU search's root is (see
     /// the module's notes), within `Options::timeout`.
-    pub fn stabilized_node_bounds(&self, input: &InputBox) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
+    pub fn stabilized_node_bounds(
+        &self,
+        input: &InputBox,
+    ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        Ok(crate::driver::bounds_f64(self.stable_prior(input, deadline, None)?))
+        Ok(crate::base::bounds::bounds_f64(self.stable_prior(input, deadline, None)?))
     }
 
     /// The ends of node `p`'s `unstable` values that a search proves, each

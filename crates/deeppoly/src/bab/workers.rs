@@ -12,14 +12,15 @@
 //! is *proved* only once no leaf is open, none is in flight and none was
 //! given up.
 
-use crate::base::analyzer::{AnalysisError, Analyzer};
-use crate::base::backend::{Backend, BackendError};
-use crate::driver::NodeBounds;
 use crate::attack::falsify::Share;
 use crate::bab::gate::RefineGate;
 use crate::bab::openlist::{OpenList, weakest_of};
+use crate::bab::search::{Branching, Leaf, RootTally, Search};
+use crate::base::analyzer::{AnalysisError, Analyzer};
+use crate::base::backend::{Backend, BackendError};
+use crate::base::bounds::NodeBounds;
+use crate::base::property::SearchStats;
 use crate::base::property::{Counterexample, SubProblem};
-use crate::bab::search::{Branching, Leaf, RootTally, Search, SearchStats};
 use polycert_interval::Fp;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

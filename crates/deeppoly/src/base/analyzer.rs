@@ -2,11 +2,24 @@
 //! which every layer of the analysis extends with its own methods.
 
 use crate::base::backend::{Arith, BResult, Backend, BackendError};
-use crate::base::options::Options;
 use crate::base::ir::{Network, Op};
-use crate::base::property::{Counterexample, PropertyError, SubProblem};
+use crate::base::options::Options;
+use crate::base::property::PropertyError;
 use polycert_interval::Fp;
 use std::time::Instant;
+
+/// The most sub-problems analysed together (`Options::batch`).
+pub const MAX_BATCH: usize = 1024;
+
+/// The largest default batch a backend's [`Backend::batch_neurons`] gives.
+pub const SMALL_NET_BATCH: usize = 128;
+
+/// The default batch of a backend that names none ([`Backend::batch_hint`]).
+pub const DEFAULT_BATCH: usize = 256;
+
+/// Values per neuron and batch slot that a run state keeps: host and device
+/// bounds, relaxation or bias tables, `r` and `|W|·r`.
+const VALUES_PER_NEURON: usize = 16;
 
 /// Lower and upper bounds of a node's values.
 pub type NodeBounds = (Vec<f64>, Vec<f64>);
@@ -62,10 +75,10 @@ pub struct Analyzer<'a, B: Backend<T>, T: Fp> {
     pub(crate) backend: &'a B,
     pub(crate) params: Vec<Params<B::Buf>>,
     pub(crate) opts: Options,
-    /// The attack's recorded step, kept across attacks (see `pgd.rs`).
-    pub(crate) step_graph: std::cell::RefCell<crate::attack::pgd::Recorded<B::Graph, B::Buf>>,
-    /// `RelaxedOn::Auto`'s timings of the α/β phase (see `relaxed.rs`).
-    pub(crate) relaxed_clock: std::cell::RefCell<crate::crown::relaxed::Clock>,
+    /// The attack's recorded step, kept across attacks (see `attack/pgd.rs`).
+    pub(crate) step_graph: std::cell::RefCell<crate::base::recorded::Recorded<B::Graph, B::Buf>>,
+    /// `RelaxedOn::Auto`'s timings of the α/β phase (see `base/clock.rs`).
+    pub(crate) relaxed_clock: std::cell::RefCell<crate::base::clock::Clock>,
 }
 
 pub(crate) fn to_t<T: Fp>(layer: &str, v: &[f64]) -> Result<Vec<T>, AnalysisError> {
@@ -124,7 +137,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             params.push(p);
         }
-        let mut relaxed_clock = crate::crown::relaxed::Clock::default();
+        let mut relaxed_clock = crate::base::clock::Clock::default();
         relaxed_clock.shared = opts.host_shared;
         Ok(Self { net, backend, params, opts, step_graph: Default::default(), relaxed_clock: relaxed_clock.into() })
     }
@@ -137,11 +150,25 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         self.opts.memory_budget.unwrap_or_else(|| self.backend.memory_budget())
     }
 
-    /// Certified bounds of every node's values over `input`, after the
-    /// forward pass and (if enabled) the refinement pass.
-    pub fn node_bounds(&self, input: &crate::base::property::InputBox) -> Result<Vec<NodeBounds>, AnalysisError> {
-        let st = self.refined_root(input, None, self.opts.timeout.map(|t| Instant::now() + t))?;
-        Ok(crate::driver::bounds_f64(st.into_bounds()))
+    /// How many properties [`Analyzer::analyze_batch`] should take at once:
+    /// `Options::batch`, else as many run states as a quarter of the memory
+    /// budget holds, at most the backend's [`Backend::batch_hint`] (or, on
+    /// small networks, what its [`Backend::batch_neurons`] allows). The
+    /// interval arithmetic runs one property at a time.
+    pub fn batch_capacity(&self) -> usize {
+        if self.opts.arith == Arith::Interval {
+            return 1;
+        }
+        if let Some(b) = self.opts.batch {
+            return b.clamp(1, MAX_BATCH);
+        }
+        let neurons: usize = self.net.nodes().iter().map(|n| n.shape.numel()).sum();
+        let per_slot = neurons.max(1) * VALUES_PER_NEURON * std::mem::size_of::<T>();
+        let mut hint = self.backend.batch_hint();
+        if let Some(total) = self.backend.batch_neurons() {
+            hint = hint.max((total / neurons.max(1)).min(SMALL_NET_BATCH));
+        }
+        (self.budget() / 4 / per_slot).clamp(1, hint.clamp(1, MAX_BATCH))
     }
 
     pub(crate) fn check_deadline(deadline: Option<Instant>) -> Result<(), AnalysisError> {
@@ -154,10 +181,4 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn upload_pair(&self, lo: &[T], hi: &[T]) -> BResult<(B::Buf, B::Buf)> {
         Ok((self.backend.upload(lo)?, self.backend.upload(hi)?))
     }
-}
-
-/// Checks the box centre in float32 inference against the unsafe region.
-pub(crate) fn falsify_centre(net: &Network, sp: &SubProblem) -> Option<Counterexample> {
-    let x: Vec<f32> = sp.input.centre().iter().map(|&v| v as f32).collect();
-    crate::attack::check::check_f32(net, sp, &x)
 }

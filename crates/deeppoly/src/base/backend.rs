@@ -142,12 +142,12 @@ pub trait Backend<T: Fp>: Send + Sync {
     /// Properties worth batching together on this backend (an upper bound
     /// on the default batch; the memory budget may lower it).
     fn batch_hint(&self) -> usize {
-        crate::driver::DEFAULT_BATCH
+        crate::base::analyzer::DEFAULT_BATCH
     }
 
     /// Neurons (summed over a property's nodes) that one batch works on
     /// best, where this allows more properties per batch on small networks
-    /// than [`Self::batch_hint`] (up to [`crate::driver::SMALL_NET_BATCH`]).
+    /// than [`Self::batch_hint`] (up to [`crate::base::analyzer::SMALL_NET_BATCH`]).
     fn batch_neurons(&self) -> Option<usize> {
         None
     }

@@ -6,6 +6,8 @@
 
 pub mod analyzer;
 pub mod backend;
+pub(crate) mod bounds;
+pub(crate) mod clock;
 pub mod eval;
 pub mod geom;
 pub mod infer;
@@ -15,6 +17,7 @@ pub mod par;
 pub mod profile;
 pub mod progress;
 pub mod property;
+pub(crate) mod recorded;
 pub mod relax;
 pub mod scurve;
 pub mod softmax;

@@ -24,7 +24,7 @@ pub struct Options {
     /// and leaves a search analyses at once (default: as many as a quarter
     /// of the memory budget holds, at most the backend's `batch_hint`, or
     /// its `batch_neurons` over the network's neurons where that is more;
-    /// given, at most [`crate::driver::MAX_BATCH`]; the interval arithmetic
+    /// given, at most [`crate::base::analyzer::MAX_BATCH`]; the interval arithmetic
     /// takes one).
     pub batch: Option<usize>,
     pub timeout: Option<Duration>,

@@ -274,5 +274,86 @@ pub struct Outcome {
     pub seconds: f64,
     /// Input splitting's progress, where it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub search: Option<crate::bab::search::SearchStats>,
+    pub search: Option<crate::base::property::SearchStats>,
+}
+
+/// Progress of a search: leaves proved (with `Stabilize::Auto`, those of
+/// its earlier stages too), leaves left open, and its bound.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct SearchStats {
+    /// What is split: "input" or "ReLU".
+    pub branching: &'static str,
+    pub leaves_proved: usize,
+    pub leaves_open: usize,
+    /// A leaf's bound is the largest lower bound among the half-spaces of
+    /// its weakest disjunct (it is proved once that is > 0). While leaves
+    /// are left unproved: the smallest of theirs (`bab/openlist.rs`; a leaf not
+    /// analysed counts with its parent's, a root not analysed with the
+    /// analysis's before the search, −∞ where there was none).
+    /// Once every leaf is proved: the smallest margin (> 0) by which a leaf
+    /// closed a disjunct. Over several sub-problems, the smallest of theirs.
+    pub best_bound: f64,
+    /// Leaves that kept only their root's bounds for want of search memory
+    /// (`Options::search_memory`).
+    pub leaves_from_root: usize,
+}
+
+impl Default for SearchStats {
+    fn default() -> Self {
+        Self { branching: "", leaves_proved: 0, leaves_open: 0, best_bound: f64::INFINITY, leaves_from_root: 0 }
+    }
+}
+
+/// The `k` disjuncts closest to being reachable: those whose best certified
+/// lower bound (over their half-spaces, flattened in `lbs`) is smallest.
+pub fn weakest_disjuncts(sp: &SubProblem, lbs: &[f64], k: usize) -> Vec<usize> {
+    let mut open = unproved_disjuncts(&sp.unsafe_region, lbs);
+    open.sort_by(|a, b| a.2.total_cmp(&b.2));
+    open.into_iter().take(k).map(|(d, _, _)| d).collect()
+}
+
+/// The largest lower bound among the half-spaces of each disjunct, the
+/// smallest over the disjuncts that are not closed (`lbs` flattened).
+pub(crate) fn weakest(region: &[Vec<Halfspace>], lbs: &[f64]) -> f64 {
+    unproved_disjuncts(region, lbs).into_iter().map(|(_, _, best)| best).fold(f64::INFINITY, f64::min)
+}
+
+/// The same, over the disjuncts that are closed (their bound > 0; `∞`: none).
+pub(crate) fn closed_margin(region: &[Vec<Halfspace>], lbs: &[f64]) -> f64 {
+    disjunct_bounds(region, lbs).map(|d| d.2).filter(|&b| b > 0.0).fold(f64::INFINITY, f64::min)
+}
+
+/// In the weakest open disjunct, the half-space with the largest lower
+/// bound, and its index in `lbs`.
+pub(crate) fn nearest_halfspace<'s>(sp: &'s SubProblem, lbs: &[f64]) -> Option<(usize, &'s Halfspace)> {
+    let d = *weakest_disjuncts(sp, lbs, 1).first()?;
+    let at: usize = sp.unsafe_region[..d].iter().map(|c| c.len()).sum();
+    let conj = &sp.unsafe_region[d];
+    let k = (0..conj.len()).max_by(|&a, &b| {
+        let (x, y) = (
+            lbs.get(at + a).copied().unwrap_or(f64::NEG_INFINITY),
+            lbs.get(at + b).copied().unwrap_or(f64::NEG_INFINITY),
+        );
+        x.total_cmp(&y)
+    })?;
+    Some((at + k, conj.get(k)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Disjuncts of 2, 1 and 2 half-spaces: the best of each is its largest
+    /// bound; open ones give the weakest bound, closed ones the margin.
+    #[test]
+    fn weakest_and_closed_margin_by_hand() {
+        let h = || Halfspace::new(vec![1.0], 0.0);
+        let region = vec![vec![h(), h()], vec![h()], vec![h(), h()]];
+        let lbs = [-2.0, 0.5, -0.25, 3.0, -1.0];
+        assert_eq!((weakest(&region, &lbs), closed_margin(&region, &lbs)), (-0.25, 0.5));
+        let all = [0.1, -1.0, 0.2, -5.0, 0.3];
+        assert_eq!((weakest(&region, &all), closed_margin(&region, &all)), (f64::INFINITY, 0.1));
+        // A missing bound proves nothing.
+        assert_eq!((weakest(&region, &lbs[..3]), closed_margin(&region, &lbs[..3])), (f64::NEG_INFINITY, 0.5));
+    }
 }

@@ -62,6 +62,15 @@ pub fn relu_relax<T: Fp>(l: T, u: T, lower: ReluLower) -> ReluRelax<T> {
     ReluRelax { lam_lo, lam_up: lam, mu_up: mu }
 }
 
+/// Lower slopes per node (indexed by node id; empty but for ReLU nodes),
+/// one per neuron; read where the neuron's input straddles 0.
+pub(crate) type Slopes = Vec<Vec<f64>>;
+
+/// Per node `p` (a ReLU's input), the lower slopes its refinement uses
+/// (`crown::tighten::layer_slopes`) for its lower ends, then for its upper ends (`None`:
+/// the relaxation's own).
+pub(crate) type LayerSlopes = Vec<[Option<Slopes>; 2]>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

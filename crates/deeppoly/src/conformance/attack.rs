@@ -4,9 +4,9 @@
 
 use super::{opts, random_box, robust_label};
 use crate::base::analyzer::Analyzer;
-use crate::base::options::Options;
 use crate::base::backend::{Arith, Backend};
 use crate::base::ir::{Network, Shape};
+use crate::base::options::Options;
 use crate::base::property::{InputBox, Property, Verdict};
 use crate::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp};
 use polycert_interval::Fp;

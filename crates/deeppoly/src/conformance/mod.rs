@@ -5,10 +5,10 @@
 //! ```
 
 use crate::base::analyzer::Analyzer;
-use crate::base::options::Options;
 use crate::base::backend::{Arith, Backend};
 use crate::base::eval::eval_all;
 use crate::base::ir::{Network, Shape};
+use crate::base::options::Options;
 use crate::base::property::{InputBox, Property, Verdict};
 use crate::testnets::{
     SplitMix, densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, two_two,
@@ -177,7 +177,8 @@ pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
 pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut net = Network::new(Shape::flat(1));
     let w = 1.0e38f32 as f64; // the f32 threshold is 2^127 ≈ 1.7e38
-    net.push("big", crate::base::ir::Op::Dense { weight: vec![w, 1.0], bias: vec![0.0; 2], out: 2 }, &[0]).expect("valid");
+    net.push("big", crate::base::ir::Op::Dense { weight: vec![w, 1.0], bias: vec![0.0; 2], out: 2 }, &[0])
+        .expect("valid");
     let a = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare");
     let b = a.node_bounds(&InputBox::new(vec![1.0], vec![2.0]).expect("box")).expect("bounds");
     assert_eq!((b[1].0[0], b[1].1[0]), (f64::NEG_INFINITY, f64::INFINITY), "{:?}", b[1]);
@@ -253,7 +254,8 @@ pub fn softmax_margin_decides<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let net_for = |g: f64, softmax: bool| {
         let mut net = Network::new(Shape::flat(1));
         let b1 = (1.0 - g) as f32 as f64;
-        net.push("d", crate::base::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![1.0, b1], out: 2 }, &[0]).expect("net");
+        net.push("d", crate::base::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![1.0, b1], out: 2 }, &[0])
+            .expect("net");
         net.set_softmax_output(softmax);
         net
     };

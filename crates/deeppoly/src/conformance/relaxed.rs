@@ -3,12 +3,13 @@
 //! (`relaxed_bound::relaxed_bound`).
 
 use crate::base::analyzer::Analyzer;
-use crate::base::options::Options;
 use crate::base::backend::Backend;
 use crate::base::ir::{Op, Shape};
-use crate::crown::lagrange::{Slopes, SlotBounds, SplitConstraint, free_slopes};
+use crate::base::options::Options;
 use crate::base::property::InputBox;
+use crate::base::relax::Slopes;
 use crate::base::relax::{ReluLower, unstable};
+use crate::crown::lagrange::{SlotBounds, SplitConstraint, free_slopes};
 use crate::crown::relaxed::{RelaxedRows, RowSpec};
 use crate::crown::relaxed_bound::{Offsets, relaxed_bound};
 use crate::testnets::{SplitMix, random_mlp, random_resnet, random_slopes};

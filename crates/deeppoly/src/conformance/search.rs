@@ -3,9 +3,9 @@
 
 use super::opts;
 use crate::base::analyzer::Analyzer;
-use crate::base::options::Options;
 use crate::base::backend::{Arith, Backend};
 use crate::base::ir::{Network, Shape};
+use crate::base::options::Options;
 use crate::base::property::{InputBox, Property, Verdict};
 use polycert_interval::Fp;
 
@@ -165,9 +165,11 @@ pub fn optimised_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
 pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     let n = 17;
     let mut net = Network::new(Shape::flat(n));
-    let s = net.push("s", crate::base::ir::Op::Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let s =
+        net.push("s", crate::base::ir::Op::Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
     let r = net.push("r", crate::base::ir::Op::Relu, &[s]).expect("relu");
-    net.push("y", crate::base::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
+    net.push("y", crate::base::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.0], out: 2 }, &[r])
+        .expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
     p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![-1.0, 0.0], -16.5)]];
@@ -186,9 +188,11 @@ pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
 pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     let n = 17;
     let mut net = Network::new(Shape::flat(n));
-    let s = net.push("s", crate::base::ir::Op::Dense { weight: vec![1.0; n], bias: vec![-15.0], out: 1 }, &[0]).expect("s");
+    let s =
+        net.push("s", crate::base::ir::Op::Dense { weight: vec![1.0; n], bias: vec![-15.0], out: 1 }, &[0]).expect("s");
     let r = net.push("r", crate::base::ir::Op::Relu, &[s]).expect("relu");
-    net.push("y", crate::base::ir::Op::Dense { weight: vec![-1.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r]).expect("y");
+    net.push("y", crate::base::ir::Op::Dense { weight: vec![-1.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r])
+        .expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
     p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
@@ -286,9 +290,9 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
     let (net, [s, r, q]) = refinement_net();
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
-    let mut half: crate::crown::lagrange::Slopes = vec![Vec::new(); net.nodes().len()];
+    let mut half: crate::base::relax::Slopes = vec![Vec::new(); net.nodes().len()];
     half[r] = vec![0.5];
-    let mut inter: crate::crown::lagrange::LayerSlopes = vec![[None, None]; net.nodes().len()];
+    let mut inter: crate::base::relax::LayerSlopes = vec![[None, None]; net.nodes().len()];
     inter[q] = [Some(half.clone()), Some(half)];
     let mut st = a.forward_pass(&[&input, &input]).expect("forward");
     a.refine_all(&mut st, &[0, 1], &[], &[Some(&inter), None], None, None).expect("refine");
@@ -314,6 +318,7 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
 /// refines the leaf too and measures it.
 pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
     use crate::bab::gate::{PROBE_EVERY, RefineGate, WARMUP};
+    use crate::gpupoly::passes::LayerGate;
     let (net, [s, _, q]) = refinement_net();
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
@@ -415,7 +420,7 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     let o = Options { max_relu_leaves: 0, search_workers: Some(2), ..opts(Arith::Point) };
     let r = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
     let s0 = r.search.expect("search ran");
-    let roots = crate::bab::search::weakest(&prop.subproblems[0].unsafe_region, &r.lower_bounds);
+    let roots = crate::base::property::weakest(&prop.subproblems[0].unsafe_region, &r.lower_bounds);
     assert!(s0.leaves_proved == 0 && s0.leaves_open == 4 && roots.is_finite() && roots <= 0.0, "{s0:?} {r:?}");
     assert_eq!(s0.best_bound, roots, "{s0:?}");
     // With no search memory, every child keeps only its root's bounds,

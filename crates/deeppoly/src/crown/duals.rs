@@ -4,14 +4,16 @@
 //! by row or by the backend for all rows at once (`relaxed.rs`).
 
 use crate::base::analyzer::Analyzer;
-use crate::base::options::RelaxedOn;
 use crate::base::backend::Backend;
-use crate::driver::{Duals, SlotResult, Within};
-use crate::gpupoly::forward::{RunState, Step};
-use crate::crown::lagrange::{Chosen, Objective, STEPS, Slopes, SlotBias, SlotBounds, SlotSearch, SplitConstraint};
+use crate::base::options::RelaxedOn;
 use crate::base::property::SubProblem;
+use crate::base::relax::Slopes;
+use crate::crown::analyse::{Duals, Within};
+use crate::crown::lagrange::{Chosen, Objective, STEPS, SlotBias, SlotBounds, SlotSearch, SplitConstraint};
 use crate::crown::relaxed::{RelaxedRows, RowSpec};
 use crate::crown::relaxed_bound::Offsets;
+use crate::gpupoly::forward::{RunState, Step};
+use crate::gpupoly::passes::SlotResult;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -75,7 +77,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .par_iter()
             .map(|&s| {
                 let w = within.get(s).unwrap_or(&none);
-                let halfspaces: Vec<&crate::base::property::Halfspace> = sps[s].unsafe_region.iter().flatten().collect();
+                let halfspaces: Vec<&crate::base::property::Halfspace> =
+                    sps[s].unsafe_region.iter().flatten().collect();
                 let hs: Vec<usize> = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &res[s].0)
                     .into_iter()
                     .filter_map(|(_, r, _)| r.max_by(|&a, &b| res[s].0[a].total_cmp(&res[s].0[b])))
@@ -138,7 +141,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let work = search.evaluations();
                     (search.finish(), work)
                 } else {
-                    crate::crown::lagrange::finish_on_host(search?, net, (&j.view, &j.offsets), &j.rows, j.splits, lower)
+                    crate::crown::lagrange::finish_on_host(
+                        search?,
+                        net,
+                        (&j.view, &j.offsets),
+                        &j.rows,
+                        j.splits,
+                        lower,
+                    )
                 };
                 Some((j.s, j.hs, c, work))
             })

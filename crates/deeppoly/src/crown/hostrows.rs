@@ -7,8 +7,9 @@
 //! Used with `RelaxedOn::HostRows` (an experiment, off by default).
 
 use crate::base::ir::{Network, NodeId, Op};
-use crate::crown::lagrange::{Eval, SlopeGrads, Slopes};
 use crate::base::relax::ReluLower;
+use crate::base::relax::Slopes;
+use crate::crown::lagrange::{Eval, SlopeGrads};
 use crate::crown::relaxed::RowSpec;
 use crate::crown::relaxed_bound::bound_line;
 use polycert_interval::Fp;
@@ -171,8 +172,8 @@ fn gemm_acc(dst: &mut [f64], a: &[f64], b: &[f64], (m, n, k): (usize, usize, usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crown::lagrange::SplitConstraint;
     use crate::base::relax::unstable;
+    use crate::crown::lagrange::SplitConstraint;
     use crate::crown::relaxed_bound::{Offsets, relaxed_bound};
     use crate::testnets::{SplitMix, random_mlp, random_slopes};
 

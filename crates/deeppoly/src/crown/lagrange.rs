@@ -18,7 +18,7 @@
 //! backsubstitution then bounds the rows with them (`Analyzer::set_slopes`).
 
 use crate::base::ir::{Network, NodeId, Op};
-use crate::base::relax::{ReluLower, relu_relax, unstable};
+use crate::base::relax::{ReluLower, Slopes, relu_relax, unstable};
 use crate::crown::relaxed_bound::{Offsets, relaxed_bound};
 use polycert_interval::Fp;
 use rayon::prelude::*;
@@ -45,15 +45,6 @@ pub(crate) type SlotBounds<'b, T> = Vec<(&'b [T], &'b [T])>;
 /// the rounding, so the relaxed bound does too (without it, on a 6-layer
 /// MNIST net the relaxed bound overshoots the sound one by up to 0.04).
 pub(crate) type SlotBias<'b, T> = Vec<Option<(&'b [T], &'b [T])>>;
-
-/// Lower slopes per node (indexed by node id; empty but for ReLU nodes),
-/// one per neuron; read where the neuron's input straddles 0.
-pub(crate) type Slopes = Vec<Vec<f64>>;
-
-/// Per node `p` (a ReLU's input), the lower slopes its refinement uses
-/// (`tighten::layer_slopes`) for its lower ends, then for its upper ends (`None`:
-/// the relaxation's own).
-pub(crate) type LayerSlopes = Vec<[Option<Slopes>; 2]>;
 
 /// Adam steps of the search (from the relaxation's own slopes and β = 0,
 /// and from a parent's), and the relaxed bound at which a row stops
@@ -306,7 +297,15 @@ pub(crate) fn optimize<T: Fp>(
     slopes: (bool, Option<&Slopes>),
 ) -> Option<Chosen> {
     let search = SlotSearch::new(net, bounds, rows, splits, lower, slopes)?;
-    finish_on_host(search, net, (bounds, &crate::crown::relaxed_bound::rounding_offsets(net, bias)), rows, splits, lower).0
+    finish_on_host(
+        search,
+        net,
+        (bounds, &crate::crown::relaxed_bound::rounding_offsets(net, bias)),
+        rows,
+        splits,
+        lower,
+    )
+    .0
 }
 
 /// Runs `search` to its end with its rows' relaxed bounds evaluated on the

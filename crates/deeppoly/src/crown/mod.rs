@@ -3,6 +3,7 @@
 //! Lagrangian terms of ReLU split constraints, chosen by Adam on relaxed
 //! bounds evaluated on the host or the backend.
 
+pub(crate) mod analyse;
 pub(crate) mod duals;
 pub(crate) mod hostrows;
 pub(crate) mod lagrange;

@@ -7,8 +7,9 @@
 //! and `hostrows.rs` for a round's rows on MLPs.
 
 use crate::base::ir::{Network, NodeId, Op};
-use crate::crown::lagrange::{Slopes, SlotBias, SlotBounds, SplitConstraint};
+use crate::base::relax::Slopes;
 use crate::base::relax::{ReluLower, relu_relax, unstable};
+use crate::crown::lagrange::{SlotBias, SlotBounds, SplitConstraint};
 use polycert_interval::Fp;
 
 /// Per node: the coefficients of the relaxed bound's backward pass; per

@@ -18,15 +18,16 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
-use crate::driver::NodeBounds;
-use crate::gpupoly::forward::RunState;
+use crate::base::bounds::NodeBounds;
 use crate::base::ir::Op;
 use crate::base::ir::{Network, NodeId};
-use crate::crown::lagrange::{Adam, LR_ALPHA, LayerSlopes, STEPS, Slopes, SlotBounds, free_slopes, relaxation_slopes};
 use crate::base::property::InputBox;
 use crate::base::relax::ReluLower;
 use crate::base::relax::unstable;
+use crate::base::relax::{LayerSlopes, Slopes};
+use crate::crown::lagrange::{Adam, LR_ALPHA, STEPS, SlotBounds, free_slopes, relaxation_slopes};
 use crate::crown::relaxed_bound::{Offsets, relaxed_bound, rounding_offsets};
+use crate::gpupoly::forward::RunState;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -64,9 +65,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// [`Analyzer::node_bounds`] tightened as a ReLU search's root is (see
     /// the module's notes).
-    pub fn tightened_node_bounds(&self, input: &InputBox) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
+    pub fn tightened_node_bounds(
+        &self,
+        input: &InputBox,
+    ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        Ok(crate::driver::bounds_f64(self.root_prior(input, deadline)?.0))
+        Ok(crate::base::bounds::bounds_f64(self.root_prior(input, deadline)?.0))
     }
 
     /// Layer by layer, the slopes of a one-slot state's unstable ReLU

@@ -3,9 +3,9 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer, Params};
 use crate::base::backend::{Arith, Backend, BackendError};
-use crate::gpupoly::forward::RunState;
 use crate::base::geom::Geom;
 use crate::base::ir::{NodeId, Op, Shape};
+use crate::gpupoly::forward::RunState;
 use crate::gpupoly::rows::{IntervalRows, PointRows, RowArith, sum_down};
 use polycert_interval::Fp;
 use std::collections::BTreeMap;

@@ -126,7 +126,7 @@ fn meet<T: Fp>((lo, hi): (&mut T, &mut T), (l, h): (T, T)) -> bool {
 
 impl<T, Buf> RunState<T, Buf> {
     /// Every node's bounds, off the device.
-    pub(crate) fn into_bounds(self) -> crate::driver::NodeBounds<T> {
+    pub(crate) fn into_bounds(self) -> crate::base::bounds::NodeBounds<T> {
         self.bounds.into_iter().map(|b| (b.lo, b.hi)).collect()
     }
 
@@ -154,7 +154,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn forward_pass_within(
         &self,
         inputs: &[&InputBox],
-        prior: &[Option<&crate::driver::NodeBounds<T>>],
+        prior: &[Option<&crate::base::bounds::NodeBounds<T>>],
     ) -> Result<RunState<T, B::Buf>, AnalysisError> {
         let lo: Vec<T> = inputs.iter().flat_map(|b| b.lo.iter().map(|&v| fp::from_f64_down(v))).collect();
         let hi: Vec<T> = inputs.iter().flat_map(|b| b.hi.iter().map(|&v| fp::from_f64_up(v))).collect();
@@ -291,9 +291,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn set_slopes(
         &self,
         st: &mut RunState<T, B::Buf>,
-        slopes: &std::collections::HashMap<usize, crate::crown::lagrange::Slopes>,
+        slopes: &std::collections::HashMap<usize, crate::base::relax::Slopes>,
     ) -> Result<(), AnalysisError> {
-        let list: Vec<(usize, &crate::crown::lagrange::Slopes)> = slopes.iter().map(|(&s, a)| (s, a)).collect();
+        let list: Vec<(usize, &crate::base::relax::Slopes)> = slopes.iter().map(|(&s, a)| (s, a)).collect();
         self.write_slopes(st, &list, self.net.nodes().len())
     }
 
@@ -303,7 +303,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn write_slopes(
         &self,
         st: &mut RunState<T, B::Buf>,
-        slopes: &[(usize, &crate::crown::lagrange::Slopes)],
+        slopes: &[(usize, &crate::base::relax::Slopes)],
         end: NodeId,
     ) -> Result<(), AnalysisError> {
         for (k, node) in self.net.nodes().iter().enumerate().take(end) {

@@ -3,17 +3,30 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::{Backend, BackendError};
-use crate::gpupoly::backsub::{Coef, Goal, Rows};
-use crate::driver::SlotResult;
-use crate::gpupoly::forward::RunState;
-use crate::bab::gate::RefineGate;
 use crate::base::geom::Geom;
 use crate::base::ir::Op;
-use crate::crown::lagrange::LayerSlopes;
 use crate::base::property::SubProblem;
+use crate::base::relax::LayerSlopes;
+use crate::gpupoly::backsub::{Coef, Goal, Rows};
+use crate::gpupoly::forward::RunState;
 use polycert_interval::{Fp, fp};
 use std::collections::BTreeMap;
 use std::time::Instant;
+
+/// Lower bounds of every half-space row of a sub-problem, and whether all
+/// its disjuncts are proved infeasible.
+pub(crate) type SlotResult = (Vec<f64>, bool);
+
+/// Whether leaves refine a layer, asked by [`Analyzer::refine_all`] and
+/// told what refining gained: a search's per-layer gate (`bab/gate.rs`).
+pub(crate) trait LayerGate {
+    /// Whether leaves refine layer `p` this round (counts a skipped round).
+    fn open(&self, p: usize) -> bool;
+    /// Records a refinement of layer `p` in leaves: `stabilised` of its
+    /// `unstable` ReLUs became stable and their summed width went from
+    /// `before` to `after`.
+    fn record(&self, p: usize, unstable: usize, stabilised: usize, before: f64, after: f64);
+}
 
 /// Per (slot, half-space index within the slot): exact extra terms of its
 /// row, `(node, neuron, coefficient)`.
@@ -123,12 +136,22 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(res)
     }
 
+    /// Certified bounds of every node's values over `input`, after the
+    /// forward pass and (if enabled) the refinement pass.
+    pub fn node_bounds(
+        &self,
+        input: &crate::base::property::InputBox,
+    ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
+        let st = self.refined_root(input, None, self.opts.timeout.map(|t| std::time::Instant::now() + t))?;
+        Ok(crate::base::bounds::bounds_f64(st.into_bounds()))
+    }
+
     /// One box's state after the forward pass (within `start`, bounds that
     /// hold over the box, where given) and (if enabled) the refinement pass.
     pub(crate) fn refined_root(
         &self,
         input: &crate::base::property::InputBox,
-        start: Option<&crate::driver::NodeBounds<T>>,
+        start: Option<&crate::base::bounds::NodeBounds<T>>,
         deadline: Option<Instant>,
     ) -> Result<RunState<T, B::Buf>, AnalysisError> {
         let mut st = self.forward_pass_within(&[input], &[start])?;
@@ -161,7 +184,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         slots: &[usize],
         after: &[Option<usize>],
         inter: &[Option<&LayerSlopes>],
-        gate: Option<&RefineGate>,
+        gate: Option<&dyn LayerGate>,
         deadline: Option<Instant>,
     ) -> Result<(), AnalysisError> {
         let last = self.net.nodes().len() - 1;
@@ -219,7 +242,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 if rows.is_empty() {
                     continue;
                 }
-                let with: Vec<(usize, &crate::crown::lagrange::Slopes)> = match call {
+                let with: Vec<(usize, &crate::base::relax::Slopes)> = match call {
                     0 => Vec::new(),
                     _ => live.iter().filter_map(|&s| Some((s, tables(s)?[call - 1].as_ref()?))).collect(),
                 };

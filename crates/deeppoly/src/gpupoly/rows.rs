@@ -5,9 +5,9 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer, Params};
 use crate::base::backend::{Backend, ConvParams, Magnitudes, PoolParams, ReluParams};
-use crate::gpupoly::forward::{RunState, Step};
 use crate::base::geom::Geom;
 use crate::base::ir::{NodeId, Op};
+use crate::gpupoly::forward::{RunState, Step};
 use polycert_interval::{Fp, fp};
 
 type R<X> = Result<X, AnalysisError>;
