@@ -4,6 +4,7 @@
 
 pub(crate) mod babsr;
 pub(crate) mod branch;
+pub(crate) mod children;
 pub(crate) mod gate;
 pub(crate) mod openlist;
 pub(crate) mod picks;
