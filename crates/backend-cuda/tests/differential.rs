@@ -2,9 +2,8 @@
 //! 1e-5 relative (skips without a GPU).
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::testnets::{
-    SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp,
-};
+use polycert_deeppoly::base::rng::SplitMix;
+use polycert_deeppoly::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp};
 use polycert_deeppoly::{Analyzer, Arith, Backend, InputBox, Options, Property, Shape};
 use polycert_interval::Fp;
 

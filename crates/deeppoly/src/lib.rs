@@ -21,10 +21,12 @@
 pub mod attack;
 pub mod bab;
 pub mod base;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod crown;
 pub mod driver;
 pub mod gpupoly;
+#[cfg(any(test, feature = "testnets"))]
 pub mod testnets;
 
 pub use base::analyzer::{AnalysisError, Analyzer};

@@ -7,7 +7,8 @@
 //! A case is reproducible from its kind and seed.
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::testnets::{SplitMix, random_mlp, random_sigmoid_mlp};
+use polycert_deeppoly::base::rng::SplitMix;
+use polycert_deeppoly::testnets::{random_mlp, random_sigmoid_mlp};
 use polycert_deeppoly::{Analyzer, Arith, InputBox, Network, Op, Options, Property, Shape, Verdict};
 
 /// Kinds of case, the nasty ones of the issue included.

@@ -5,7 +5,7 @@ use crate::InputError;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use polycert_backend_cuda::fpna::{Fpna, Variant};
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::{Network, Op};
 use std::io::Write;
 use std::path::PathBuf;

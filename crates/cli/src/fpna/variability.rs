@@ -5,7 +5,7 @@
 
 use crate::images::Image;
 use polycert_deeppoly::Network;
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
 
 /// The FPNA study's metrics between each run and the first, over every
 /// image and output (`d` values compared).

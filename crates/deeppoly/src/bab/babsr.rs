@@ -69,7 +69,8 @@ pub(crate) fn relaxed_coefficients<T: Fp, const L: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testnets::{SplitMix, random_mlp, random_resnet};
+    use crate::base::rng::SplitMix;
+    use crate::testnets::{random_mlp, random_resnet};
 
     /// The single-leaf pass this one batches, as it was: the oracle.
     fn one_leaf<T: Fp>(net: &Network, bounds: &NodeBounds<T>, c: &[f64], lower: ReluLower) -> Vec<Vec<f64>> {

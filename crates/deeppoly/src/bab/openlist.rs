@@ -135,7 +135,7 @@ mod tests {
     /// Random pushes, takes and sorts: the running minimum is the list's.
     #[test]
     fn running_minimum_matches_a_scan() {
-        let mut rng = crate::testnets::SplitMix(7);
+        let mut rng = crate::base::rng::SplitMix(7);
         let mut l = OpenList::new(Vec::new());
         for step in 0..2000 {
             match rng.next_u64() % 5 {

@@ -271,7 +271,7 @@ fn pool<F: EvalFloat>(x: &[F], si: Shape, so: Shape, p: &crate::base::ir::Pool, 
 /// Output of the network on `x` with every dense and conv sum (products and
 /// the bias) added in a random order drawn from `rng`: one run of inference
 /// whose summation order is not fixed, as on a GPU with atomics.
-pub fn eval_shuffled<F: EvalFloat>(net: &Network, x: &[F], rng: &mut crate::testnets::SplitMix) -> Vec<F> {
+pub fn eval_shuffled<F: EvalFloat>(net: &Network, x: &[F], rng: &mut crate::base::rng::SplitMix) -> Vec<F> {
     eval_reordered(net, x, &mut |t: &mut [F]| {
         for k in (1..t.len()).rev() {
             t.swap(k, rng.below(k + 1));
@@ -363,7 +363,7 @@ mod tests {
     /// one-at-a-time left-to-right sums (the float32 reference's order).
     #[test]
     fn lanes_equal_sequential_sums() {
-        let mut rng = crate::testnets::SplitMix(7);
+        let mut rng = crate::base::rng::SplitMix(7);
         let nets = [
             crate::testnets::random_mlp(&mut rng, &[13, 21, 9, 3]),
             crate::testnets::random_resnet(&mut rng, Shape::new(3, 7, 6), 11, 4),

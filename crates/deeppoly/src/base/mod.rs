@@ -19,5 +19,6 @@ pub mod progress;
 pub mod property;
 pub(crate) mod recorded;
 pub mod relax;
+pub mod rng;
 pub mod scurve;
 pub mod softmax;

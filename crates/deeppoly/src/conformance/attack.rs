@@ -8,7 +8,8 @@ use crate::base::backend::{Arith, Backend};
 use crate::base::ir::{Network, Shape};
 use crate::base::options::Options;
 use crate::base::property::{InputBox, Property, Verdict};
-use crate::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp};
+use crate::base::rng::SplitMix;
+use crate::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp};
 use polycert_interval::Fp;
 
 /// Attacking before the analysis finds every counterexample the default

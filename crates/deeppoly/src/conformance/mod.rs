@@ -10,8 +10,9 @@ use crate::base::eval::eval_all;
 use crate::base::ir::{Network, Shape};
 use crate::base::options::Options;
 use crate::base::property::{InputBox, Property, Verdict};
+use crate::base::rng::SplitMix;
 use crate::testnets::{
-    SplitMix, densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, two_two,
+    densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, two_two,
 };
 use polycert_interval::{FloatModel, Fp};
 

@@ -9,10 +9,11 @@ use crate::base::options::Options;
 use crate::base::property::InputBox;
 use crate::base::relax::Slopes;
 use crate::base::relax::{ReluLower, unstable};
+use crate::base::rng::SplitMix;
 use crate::crown::lagrange::{SlotBounds, SplitConstraint, free_slopes};
 use crate::crown::relaxed::{RelaxedRows, RowSpec};
 use crate::crown::relaxed_bound::{Offsets, relaxed_bound};
-use crate::testnets::{SplitMix, random_mlp, random_resnet, random_slopes};
+use crate::testnets::{random_mlp, random_resnet, random_slopes};
 use polycert_interval::Fp;
 
 /// Per row of three slots (two rows each): random objective, split

@@ -352,7 +352,7 @@ pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
 /// A random 24-40-40-40-5 MLP (`seed`) and the robustness of its label at
 /// a random point over the box of radius `eps` around it.
 fn mlp_robustness(seed: u64, eps: f64) -> (Network, Property) {
-    let mut rng = crate::testnets::SplitMix(seed);
+    let mut rng = crate::base::rng::SplitMix(seed);
     let net = crate::testnets::random_mlp(&mut rng, &[24, 40, 40, 40, 5]);
     let c: Vec<f64> = (0..24).map(|_| rng.unit()).collect();
     let y = crate::base::eval::eval::<f64>(&net, &c);

@@ -173,9 +173,10 @@ fn gemm_acc(dst: &mut [f64], a: &[f64], b: &[f64], (m, n, k): (usize, usize, usi
 mod tests {
     use super::*;
     use crate::base::relax::unstable;
+    use crate::base::rng::SplitMix;
     use crate::crown::lagrange::SplitConstraint;
     use crate::crown::relaxed_bound::{Offsets, relaxed_bound};
-    use crate::testnets::{SplitMix, random_mlp, random_slopes};
+    use crate::testnets::{random_mlp, random_slopes};
 
     /// Interval bounds of every node over `[c − 0.3, c + 0.3]` (plain f64:
     /// any bounds serve the comparison).
