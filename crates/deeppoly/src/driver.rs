@@ -1,3 +1,7 @@
+//! The driver: [`Analyzer::analyze`] and the batched entry points, which
+//! compose the layers (the passes with α/β from `crown`, the attacks
+//! before or after them, branch and bound of what stays open).
+//!
 //! Batched analysis: the sub-problems of many properties go through one
 //! forward pass, and their rows share the backsubstitution GEMMs (a row is
 //! a (property, neuron) pair). Each keeps its own box, bounds, relaxations,

@@ -44,7 +44,7 @@ fn top(bests: &[(ReluSplit, (f64, f64))]) -> Option<ReluSplit> {
 /// first-layer splits take the best leaf's bound from −1065 to −0.5; on a
 /// 2-layer one,
 /// BaBSR needs fewer leaves. The search analyses both pairs of children and
-/// keeps the better (`split.rs`). The leaves' backward passes run
+/// keeps the better (`bab/search.rs`). The leaves' backward passes run
 /// [`LANES`] at a time.
 pub(crate) fn relu_candidates<T: Fp>(
     net: &Network,

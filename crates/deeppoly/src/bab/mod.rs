@@ -8,7 +8,7 @@ pub(crate) mod children;
 pub(crate) mod gate;
 pub(crate) mod openlist;
 pub(crate) mod picks;
-pub mod search;
+pub(crate) mod search;
 pub(crate) mod stabilize;
 pub(crate) mod tally;
 pub(crate) mod workers;

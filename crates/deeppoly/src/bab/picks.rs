@@ -1,4 +1,4 @@
-//! The choice between a ReLU leaf's two candidate splits (`split.rs`),
+//! The choice between a ReLU leaf's two candidate splits (`bab/search.rs`),
 //! kept per search worker.
 
 use crate::bab::search::Leaf;

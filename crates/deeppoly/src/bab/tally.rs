@@ -1,4 +1,4 @@
-//! Per-root accounting of a search (`split.rs`) whose roots are answered
+//! Per-root accounting of a search (`bab/search.rs`) whose roots are answered
 //! one by one (`stabilize.rs`).
 
 /// Per search root: its leaves not yet proved or dropped, its leaves

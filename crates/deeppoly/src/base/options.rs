@@ -36,7 +36,7 @@ pub struct Options {
     /// Attack every disjunct before the analysis (as VNN-COMP tools do)
     /// instead of the weakest ones after it.
     pub attack_first: bool,
-    /// Branch and bound over the input box (`split.rs`) for properties the
+    /// Branch and bound over the input box (`bab/search.rs`) for properties the
     /// analysis leaves open, on networks with at most this many inputs (0: off).
     pub split_inputs: usize,
     /// Most leaves one sub-problem's input splitting analyses when no

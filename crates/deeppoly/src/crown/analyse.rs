@@ -50,7 +50,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// [`Analyzer::analyze_subproblems`] for search leaves (see [`Within`]);
     /// also returns every open slot's final node bounds (none for a proved
     /// slot) and the rows' β. `gate`, where given, is the search's
-    /// refinement gate (`gate.rs`).
+    /// refinement gate (`bab/gate.rs`).
     pub(crate) fn analyze_within(
         &self,
         sps: &[&SubProblem],
