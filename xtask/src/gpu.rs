@@ -14,8 +14,11 @@ const GPU_TESTS: &[(&str, &str)] = &[
     ("polycert-soundness", "soundness"),
 ];
 
+/// Every build here runs with `POLYCERT_GPU_TESTS` set: the GPU tests are
+/// compiled to run (and to fail without a GPU) instead of being ignored
+/// (`build/test_cfg.rs`), and one setting keeps cargo from rebuilding.
 fn run(cmd: &mut Command) -> Result<String> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    let out = cmd.env("POLYCERT_GPU_TESTS", "1").output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
         bail!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     }

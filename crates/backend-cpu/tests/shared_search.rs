@@ -46,10 +46,10 @@ fn reaches_unsafe(net: &Network, sp: &SubProblem, x: &[f32]) -> bool {
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn search_answers_every_256x2_instance_as_alpha_beta_crown() {
     let Some(dir) = bench_dir() else {
-        eprintln!("skipping: no shared benchmarks (set POLYCERT_BENCH)");
-        return;
+        panic!("no shared benchmarks at run time (set POLYCERT_BENCH)");
     };
     let base = dir.join("mnist_fc");
     let model = polycert_onnx::load_onnx(base.join("mnist-net_256x2.onnx")).expect("model");

@@ -31,8 +31,7 @@ fn stem(path: &str) -> String {
 
 fn check<T: polycert_interval::Fp>(set: &str, arith: Arith, skip: &[&str]) {
     let Some(dir) = bench_dir() else {
-        eprintln!("skipping: no shared benchmarks (set POLYCERT_BENCH)");
-        return;
+        panic!("no shared benchmarks at run time (set POLYCERT_BENCH)");
     };
     let refs = reference(&dir);
     let be = CpuBackend::default();
@@ -72,21 +71,25 @@ fn resnets() -> &'static [&'static str] {
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn mnist_fc_point_verdicts_equal_gpupoly() {
     check::<f64>("mnist_fc", Arith::Point, &[]);
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn cifar10_resnet_point_verdicts_equal_gpupoly() {
     check::<f64>("cifar10_resnet", Arith::Point, resnets());
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn mnist_fc_point_f32_verdicts_equal_gpupoly() {
     check::<f32>("mnist_fc", Arith::Point, &[]);
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn cifar10_resnet_point_f32_verdicts_equal_gpupoly() {
     check::<f32>("cifar10_resnet", Arith::Point, resnets());
 }

@@ -336,13 +336,15 @@ impl CudaBackend {
 }
 
 /// For tests: the backend, or `None` (with a notice) on a machine without a
-/// GPU. With `POLYCERT_REQUIRE_GPU=1` a missing GPU fails the test instead.
+/// GPU. Where the GPU tests were built to run (`cfg(gpu_tests)`, see
+/// `build/test_cfg.rs`) or with `POLYCERT_REQUIRE_GPU=1`, a missing GPU
+/// fails the test instead.
 /// It holds [`TestLock`] until dropped: one test at a time on the GPU.
 pub fn test_backend() -> Option<CudaBackend> {
     let lock = TestLock::take();
     match CudaBackend::new() {
         Ok(b) => Some(CudaBackend { _test_lock: Some(lock), ..b }),
-        Err(e) if std::env::var_os("POLYCERT_REQUIRE_GPU").is_some() => panic!("GPU required: {e}"),
+        Err(e) if cfg!(gpu_tests) || std::env::var_os("POLYCERT_REQUIRE_GPU").is_some() => panic!("GPU required: {e}"),
         Err(e) => {
             eprintln!("skipping CUDA test: {e}");
             None

@@ -54,6 +54,7 @@ where
 }
 
 #[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: cargo xtask gpu-prepare builds it to run")]
 fn cpu_and_gpu_agree_f64() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
     compare::<f64>(&gpu, Arith::Point);
@@ -61,6 +62,7 @@ fn cpu_and_gpu_agree_f64() {
 }
 
 #[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: cargo xtask gpu-prepare builds it to run")]
 fn cpu_and_gpu_agree_f32() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
     compare::<f32>(&gpu, Arith::Point);
@@ -81,6 +83,7 @@ fn transfers<T: Fp>(gpu: &impl Backend<T>) {
 }
 
 #[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: cargo xtask gpu-prepare builds it to run")]
 fn transfers_round_trip() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
     transfers::<f64>(&gpu);
@@ -92,6 +95,7 @@ fn transfers_round_trip() {
 /// flushes them the bound pays `2^-126` per operation instead; this test
 /// says which holds here, and fails where the flush is not noticed.
 #[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: cargo xtask gpu-prepare builds it to run")]
 fn cublas_f32_gemm_keeps_subnormals() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
     let keeps = gpu.gemm_f32_keeps_subnormals().expect("probe");

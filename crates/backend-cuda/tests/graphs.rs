@@ -11,6 +11,7 @@ fn records(be: &CudaBackend) -> bool {
 }
 
 #[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: cargo xtask gpu-prepare builds it to run")]
 fn no_graph_while_workers_share_the_context() {
     let Some(be) = polycert_backend_cuda::test_backend() else { return };
     assert!(!be.device().shares_context());

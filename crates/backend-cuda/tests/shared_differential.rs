@@ -15,11 +15,11 @@ fn bench_dir() -> Option<PathBuf> {
 }
 
 #[test]
+#[cfg_attr(not(all(shared_bench, gpu_tests)), ignore = "needs a CUDA GPU and ../shared/bench")]
 fn cpu_and_gpu_agree_on_every_shared_instance() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
     let Some(dir) = bench_dir() else {
-        eprintln!("skipping: no shared benchmarks (set POLYCERT_BENCH)");
-        return;
+        panic!("no shared benchmarks at run time (set POLYCERT_BENCH)");
     };
     let cpu = CpuBackend::default();
     // One analysis each (branch and bound is compared by the conformance suite).
@@ -58,11 +58,11 @@ fn cpu_and_gpu_agree_on_every_shared_instance() {
 /// counterexample (not necessarily the same one). `shared_search.rs` in
 /// the CPU backend pins the CPU's answers to α,β-CROWN's.
 #[test]
+#[cfg_attr(not(all(shared_bench, gpu_tests)), ignore = "needs a CUDA GPU and ../shared/bench")]
 fn cpu_and_gpu_searches_agree_on_256x2() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
     let Some(dir) = bench_dir() else {
-        eprintln!("skipping: no shared benchmarks (set POLYCERT_BENCH)");
-        return;
+        panic!("no shared benchmarks at run time (set POLYCERT_BENCH)");
     };
     let cpu = CpuBackend::default();
     let opts = Options { timeout: Some(std::time::Duration::from_secs(120)), ..Options::default() };

@@ -1,6 +1,7 @@
 //! Backend and precision selection, and running properties through the analyzer.
 
-use crate::report::Record;
+use crate::records::Record;
+use crate::say::errln;
 use anyhow::Result;
 use polycert_backend_cpu::CpuBackend;
 use polycert_backend_cuda::CudaBackend;
@@ -50,7 +51,7 @@ pub fn open_backend(choice: BackendChoice, budget: Option<usize>) -> Result<Engi
         BackendChoice::Cpu => Ok(cpu()),
         BackendChoice::Cuda => cuda().map_err(|e| anyhow::anyhow!("--backend cuda: {e}")),
         BackendChoice::Auto => Ok(cuda().unwrap_or_else(|e| {
-            eprintln!("polycert: CUDA unavailable ({e}); using the CPU");
+            errln!("polycert: CUDA unavailable ({e}); using the CPU");
             cpu()
         })),
     }

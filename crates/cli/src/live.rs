@@ -1,6 +1,7 @@
 //! The progress line on stderr (terminals only: indicatif hides it
 //! elsewhere): properties done and, while branch and bound runs, its
-//! leaves and weakest bound, read from the analyzers' shared
+//! leaves and the bound it has proved so far (it only rises; above 0 is a
+//! proof), read from the analyzers' shared
 //! [`Progress`] a few times a second.
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -31,7 +32,10 @@ pub fn search_message(s: &Snapshot) -> Option<String> {
         ));
     }
     s.searching.then(|| {
-        format!("search: {} leaves proved, {} open, weakest bound {:.3e}", s.leaves_proved, s.leaves_open, s.weakest)
+        format!(
+            "search: {} leaves proved, {} open, bound {:.3e} (proved above 0)",
+            s.leaves_proved, s.leaves_open, s.weakest
+        )
     })
 }
 
@@ -65,7 +69,10 @@ mod tests {
             weakest: -0.0125,
             stabilizing: None,
         };
-        assert_eq!(search_message(&s).as_deref(), Some("search: 1234 leaves proved, 56 open, weakest bound -1.250e-2"));
+        assert_eq!(
+            search_message(&s).as_deref(),
+            Some("search: 1234 leaves proved, 56 open, bound -1.250e-2 (proved above 0)")
+        );
         assert_eq!(search_message(&Snapshot { searching: false, ..s }), None);
         let t = polycert_deeppoly::base::progress::Stabilizing { node: 7, unstable: 217, made_stable: 248 };
         let stab = Snapshot { searching: false, stabilizing: Some(t), ..s };

@@ -2,6 +2,7 @@
 
 use crate::InputError;
 use crate::images::{self, Image, Layout};
+use crate::say::errln;
 use anyhow::Result;
 use polycert_deeppoly::Property;
 use std::path::Path;
@@ -14,7 +15,7 @@ pub use polycert_onnx::Imported;
 pub fn load(path: &Path) -> Result<Imported> {
     let m = polycert_onnx::load_onnx(path).map_err(|e| InputError(e.to_string()))?;
     if m.network.softmax_output() {
-        eprintln!(
+        errln!(
             "polycert: {}: the final Softmax is dropped; comparisons of outputs are checked on the logits, \
              with a float32 margin",
             m.file

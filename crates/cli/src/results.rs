@@ -7,6 +7,7 @@
 //!   appends, `category,onnx,vnnlib,prepare_seconds,result,seconds`, no header.
 
 use crate::InputError;
+use crate::say::errln;
 use anyhow::{Context, Result, bail};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,17 @@ pub enum Format {
     Polycert,
     /// VNN-COMP's own: category,onnx,vnnlib,prepare_seconds,result,seconds.
     Vnncomp,
+}
+
+/// What to do with a results file that already holds rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Refuse it: a second run would repeat every row.
+    New,
+    /// Keep its rows (the caller skips their instances).
+    Resume,
+    /// Empty it first.
+    Overwrite,
 }
 
 pub const HEADER: [&str; 6] = ["onnx", "vnnlib", "result", "seconds", "counterexample", "message"];
@@ -42,24 +54,20 @@ pub struct ResultsFile {
 }
 
 impl ResultsFile {
-    /// Opens `path` for appending (emptied first with `overwrite`). A row cut
-    /// off by a killed run (no final newline) is dropped: it is not a result.
+    /// Opens `path` for appending (emptied first with `Mode::Overwrite`;
+    /// refused with `Mode::New` where it holds results). A row cut off by a
+    /// killed run (no final newline) is dropped: it is not a result.
     /// Returns the file and the `(onnx, vnnlib)` pairs of its complete rows.
-    pub fn open(
-        path: &Path,
-        format: Format,
-        category: String,
-        overwrite: bool,
-    ) -> Result<(Self, Vec<(String, String)>)> {
+    pub fn open(path: &Path, format: Format, category: String, mode: Mode) -> Result<(Self, Vec<(String, String)>)> {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .with_context(|| format!("{}: cannot open", path.display()))?;
-        if overwrite {
+        if mode == Mode::Overwrite {
             file.set_len(0).with_context(|| format!("{}: cannot empty", path.display()))?;
         }
-        let text = complete_rows(&file, path)?;
+        let (text, keep) = complete_rows(path)?;
         let mut rows = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(text.as_bytes());
         let mut done = Vec::new();
         let mut first = true;
@@ -84,6 +92,17 @@ impl ResultsFile {
                 done.push((fields[o].to_string(), fields[v].to_string()));
             }
             first = false;
+        }
+        if mode == Mode::New && !done.is_empty() {
+            bail!(InputError(format!(
+                "{}: already holds {} results; give --resume to run only the instances it lacks, or --overwrite",
+                path.display(),
+                done.len()
+            )));
+        }
+        if (keep as u64) < file.metadata().map(|m| m.len()).unwrap_or(0) {
+            errln!("polycert: {}: dropping a partial last row (an interrupted run)", path.display());
+            file.set_len(keep as u64).with_context(|| format!("{}: cannot truncate", path.display()))?;
         }
         let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(file);
         if text.is_empty() && format == Format::Polycert {
@@ -112,15 +131,12 @@ impl ResultsFile {
     }
 }
 
-/// The complete rows of a results file, truncating a partial last row.
-fn complete_rows(out: &File, path: &Path) -> Result<String> {
+/// The complete rows of a results file, and the length they take (less
+/// than the file's where a killed run left a partial last row).
+fn complete_rows(path: &Path) -> Result<(String, usize)> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
     let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    if keep < bytes.len() {
-        eprintln!("polycert: {}: dropping a partial last row (an interrupted run)", path.display());
-        out.set_len(keep as u64).with_context(|| format!("{}: cannot truncate", path.display()))?;
-    }
-    Ok(String::from_utf8_lossy(&bytes[..keep]).into_owned())
+    Ok((String::from_utf8_lossy(&bytes[..keep]).into_owned(), keep))
 }
 
 #[cfg(test)]
@@ -139,7 +155,7 @@ mod tests {
             counterexample: None,
             message: message.map(String::from),
         };
-        let (mut f, done) = ResultsFile::open(&path, Format::Polycert, String::new(), true).unwrap();
+        let (mut f, done) = ResultsFile::open(&path, Format::Polycert, String::new(), Mode::Overwrite).unwrap();
         assert!(done.is_empty());
         f.write(&row("p.vnnlib", Some("bad \"x\", line 2\nthen more"))).unwrap();
         f.write(&row("q.vnnlib", None)).unwrap();
@@ -151,7 +167,8 @@ mod tests {
              \"a,b.onnx\",p.vnnlib,error,0.500000,,\"bad \"\"x\"\", line 2 then more\"\n\
              \"a,b.onnx\",q.vnnlib,error,0.500000,,\n"
         );
-        let (_, done) = ResultsFile::open(&path, Format::Polycert, String::new(), false).unwrap();
+        assert!(ResultsFile::open(&path, Format::Polycert, String::new(), Mode::New).is_err());
+        let (_, done) = ResultsFile::open(&path, Format::Polycert, String::new(), Mode::Resume).unwrap();
         assert_eq!(done, [("a,b.onnx".into(), "p.vnnlib".into()), ("a,b.onnx".into(), "q.vnnlib".into())]);
         std::fs::remove_file(&path).ok();
     }

@@ -2,8 +2,9 @@
 //! per instance to a results file (`results.rs`), flushed at once.
 
 use crate::engine::{self, Job};
-use crate::report::Record;
-use crate::results::{Format, ResultsFile, Row};
+use crate::records::Record;
+use crate::results::{Format, Mode, ResultsFile, Row};
+use crate::say::{err, errln};
 use crate::{AnalysisArgs, InputError, model};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -16,15 +17,19 @@ pub struct VnncompArgs {
     /// instances.csv: `onnx,vnnlib,timeout` per line, paths relative to its folder.
     #[arg(long)]
     instances: PathBuf,
-    /// Results CSV to append to (see `--overwrite`).
+    /// Results CSV, one row per instance as it finishes (a file that
+    /// already holds results is refused, unless --resume or --overwrite).
     #[arg(long)]
     results: PathBuf,
-    /// Skip the instances already in the results file.
+    /// Keep the results file's rows and run only the instances it lacks.
     #[arg(long)]
     resume: bool,
-    /// Empty the results file first instead of appending to it.
+    /// Empty the results file first.
     #[arg(long, conflicts_with = "resume")]
     overwrite: bool,
+    /// Exit with 1 unless every instance is unsat (for scripts).
+    #[arg(long)]
+    exit_code: bool,
     /// Results file format.
     #[arg(long, value_enum, default_value = "polycert")]
     format: Format,
@@ -104,8 +109,13 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
         let dir = std::path::absolute(&base).unwrap_or_else(|_| base.clone());
         dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     });
-    let (mut out, rows) = ResultsFile::open(&a.results, a.format, category, a.overwrite)?;
-    let done: HashSet<(String, String)> = if a.resume { rows.into_iter().collect() } else { HashSet::new() };
+    let mode = match (a.resume, a.overwrite) {
+        (true, _) => Mode::Resume,
+        (_, true) => Mode::Overwrite,
+        _ => Mode::New,
+    };
+    let (mut out, rows) = ResultsFile::open(&a.results, a.format, category, mode)?;
+    let done: HashSet<(String, String)> = rows.into_iter().collect();
     let cex_dir = PathBuf::from(format!("{}.cex", a.results.display()));
     let mut models: HashMap<String, std::result::Result<model::Imported, String>> = HashMap::new();
     let (mut all_unsat, mut first_error) = (true, None);
@@ -114,6 +124,15 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
     let prepare: std::cell::RefCell<HashMap<String, f64>> = Default::default();
     let pending: Vec<&Instance> =
         instances.iter().filter(|i| !done.contains(&(i.onnx.clone(), i.vnnlib.clone()))).collect();
+    if a.resume {
+        let skipped = instances.len() - pending.len();
+        errln!(
+            "polycert: {}: {skipped} of {} instances already have results, skipped; {} to run",
+            a.results.display(),
+            instances.len(),
+            pending.len()
+        );
+    }
     let progress = std::sync::Arc::new(polycert_deeppoly::base::progress::Progress::default());
     let bar = crate::live::bar(pending.len());
     let mut emit = |inst: &Instance, rec: Record, cex: Option<PathBuf>| -> Result<()> {
@@ -142,7 +161,7 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
             }),
         })?;
         bar.suspend(|| {
-            eprintln!(
+            errln!(
                 "{} {} -> {r} ({:.3}s){}",
                 inst.onnx,
                 inst.vnnlib,
@@ -232,9 +251,11 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
         Ok(())
     })?;
     bar.finish_and_clear();
-    eprint!("{}", crate::report::vnn_summary(&tally));
+    if !tally.is_empty() {
+        err!("{}", crate::records::vnn_summary(&tally));
+    }
     if let Some(e) = first_error {
         bail!(InputError(format!("some instances failed; first error: {e}")));
     }
-    Ok(all_unsat)
+    Ok(!a.exit_code || all_unsat)
 }

@@ -230,7 +230,7 @@ fn vnncomp_keeps_rows_on_error_and_resumes() {
     assert_eq!(std::fs::read_to_string(&res).unwrap(), text);
 }
 
-/// Issue 9's data-loss cases: a second run appends (the first run's rows
+/// Issue 9's data-loss cases: a second run is refused (the first run's rows
 /// stay), `--overwrite` empties, a row cut off by a killed run is dropped
 /// and redone on `--resume`, and two networks sharing a property file get
 /// one counterexample file each, named in their rows.
@@ -272,9 +272,10 @@ b.onnx,wide.vnnlib,60
         assert_eq!(row[4], f.display().to_string());
         assert!(std::fs::read_to_string(&f).unwrap().starts_with("sat\n"), "{}", f.display());
     }
-    run(&[]);
-    let twice = std::fs::read_to_string(&res).unwrap();
-    assert!(twice.starts_with(&first) && twice.lines().count() == 7, "a second run must append:\n{twice}");
+    // A second run into the same file is refused, the file untouched.
+    let o = polycert(&args);
+    assert_input_error(&o, "already holds 3 results; give --resume");
+    assert_eq!(std::fs::read_to_string(&res).unwrap(), first);
     run(&["--overwrite"]);
     assert_eq!(std::fs::read_to_string(&res).unwrap().lines().count(), 4);
     // A killed run left half a row: --resume drops it and redoes that instance.
@@ -300,6 +301,7 @@ b.onnx,wide.vnnlib,60
         "vnncomp",
         "--category",
         "digits",
+        "--exit-code",
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&vnn).unwrap();
@@ -549,4 +551,35 @@ fn fpna_variability_on_the_embedded_default() {
     let (v_c, v_ermv) = (j["v_c"].as_f64().unwrap(), j["v_ermv"].as_f64().unwrap());
     assert!(v_c > 0.0 && v_c <= 1.0 && v_ermv > 0.0 && v_ermv < 1e-3, "{j}");
     assert!(j["flips"].as_u64().unwrap() <= 50);
+}
+
+/// `prepare_instance.sh` stops the runs `run_instance.sh` recorded and
+/// nothing else: another user's `polycert verify` keeps running.
+#[test]
+fn prepare_instance_stops_only_its_own_runs() {
+    let dir = tmp("prepare");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pids = dir.join("pids");
+    let start = |name: &str| {
+        Command::new("bash").args(["-c", &format!("exec -a 'polycert verify {name}' sleep 60")]).spawn().unwrap()
+    };
+    let (mut mine, mut stranger) = (start("mine"), start("stranger"));
+    std::fs::write(&pids, format!("{}\n", mine.id())).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let prop = dir.join("p.vnnlib");
+    digits_vnnlib(&prop, 64, 0.01);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../vnncomp/prepare_instance.sh");
+    let o = Command::new("bash")
+        .args([script, "v1", "digits", DIGITS, prop.to_str().unwrap()])
+        .env("POLYCERT_BIN", env!("CARGO_BIN_EXE_polycert"))
+        .env("POLYCERT_PIDFILE", &pids)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let alive = |c: &mut std::process::Child| c.try_wait().unwrap().is_none();
+    assert!(!alive(&mut mine), "the recorded run was not stopped");
+    assert!(alive(&mut stranger), "another user's run was stopped");
+    stranger.kill().ok();
+    stranger.wait().ok();
 }

@@ -31,8 +31,20 @@ fn planted_counterexamples_are_never_verified() {
     {
         let res = dir.join(format!("r{k}.csv"));
         let args =
-            [&["vnncomp", "--backend", "cpu", "--instances", inst, "--results", res.to_str().unwrap()][..], extra]
-                .concat();
+            [
+                &[
+                    "vnncomp",
+                    "--backend",
+                    "cpu",
+                    "--exit-code",
+                    "--instances",
+                    inst,
+                    "--results",
+                    res.to_str().unwrap(),
+                ][..],
+                extra,
+            ]
+            .concat();
         let o = polycert(&args);
         assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
         let rows = result_rows(&res);
@@ -101,6 +113,7 @@ fn timeouts_are_honoured() {
             "--backend",
             "cpu",
             "--json",
+            "--exit-code",
             "--attack-steps",
             "0",
             "--timeout",

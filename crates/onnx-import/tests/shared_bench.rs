@@ -1,20 +1,18 @@
 //! Imports the real benchmark files of `../shared/bench` (VNN-COMP 2021
-//! mnist_fc and cifar10_resnet). Skips, with a notice, when `../shared` is
-//! not there, so that `cargo test` stays self-contained.
+//! mnist_fc and cifar10_resnet). Ignored where `../shared` was not
+//! there at build time (`build/test_cfg.rs`).
 
 use polycert_deeppoly::base::eval::eval;
 use polycert_deeppoly::{Op, Shape};
 use polycert_onnx::{Imported, load_onnx, load_vnnlib};
 use std::path::{Path, PathBuf};
 
+/// `$POLYCERT_BENCH`, else `../shared/bench` beside the repository.
 fn bench() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("notice: {} not found; skipping the shared benchmark tests", dir.display());
-        None
-    }
+    let dir = std::env::var_os("POLYCERT_BENCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench"));
+    dir.is_dir().then_some(dir)
 }
 
 /// `(onnx, vnnlib)` pairs of a benchmark folder's instances.csv.
@@ -38,8 +36,9 @@ fn argmax(v: &[f64]) -> usize {
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn mnist_fc_networks_import() {
-    let Some(b) = bench() else { return };
+    let b = bench().expect("the shared benchmarks, found when built");
     for (name, hidden) in [("mnist-net_256x2.onnx", 2), ("mnist-net_256x4.onnx", 4), ("mnist-net_256x6.onnx", 6)] {
         let m = load_onnx(b.join("mnist_fc").join(name)).unwrap();
         assert_eq!(m.network.input_shape(), Shape::flat(784), "{name}");
@@ -57,8 +56,9 @@ fn mnist_fc_networks_import() {
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn cifar_resnets_import() {
-    let Some(b) = bench() else { return };
+    let b = bench().expect("the shared benchmarks, found when built");
     for (name, convs, adds) in [("resnet_2b.onnx", 7, 2), ("resnet_4b.onnx", 11, 4)] {
         let path = b.join("cifar10_resnet/onnx").join(name);
         let m = load_onnx(&path).unwrap();
@@ -73,8 +73,9 @@ fn cifar_resnets_import() {
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn every_instance_parses_and_its_centre_is_classified_as_the_label() {
-    let Some(b) = bench() else { return };
+    let b = bench().expect("the shared benchmarks, found when built");
     let mut checked = 0;
     for folder in ["mnist_fc", "cifar10_resnet"] {
         let mut last: Option<(PathBuf, Imported)> = None;
@@ -99,8 +100,9 @@ fn every_instance_parses_and_its_centre_is_classified_as_the_label() {
 }
 
 #[test]
+#[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn forward_pass_matches_onnxruntime_reference() {
-    let Some(b) = bench() else { return };
+    let b = bench().expect("the shared benchmarks, found when built");
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference_outputs.json");
     let text = std::fs::read_to_string(&fixture).expect("reference_outputs.json");
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -2,6 +2,7 @@
 //! variants (`reduce`) and split-K inference for `variability --backend cuda`.
 
 use crate::InputError;
+use crate::say::{errln, outln};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use polycert_backend_cuda::fpna::{Fpna, Variant};
@@ -115,7 +116,7 @@ pub fn order(a: OrderArgs) -> Result<()> {
         })
         .collect();
     let mean = taus.iter().sum::<f64>() / taus.len().max(1) as f64;
-    eprintln!(
+    errln!(
         "{}: {} samples of {} blocks; ticket and value orders identical in {agree}, mean Kendall tau between them {mean:.4}",
         f.device_name(),
         orders.len(),
@@ -148,10 +149,10 @@ pub fn reduce(a: ReduceArgs) -> Result<()> {
     }
     f.finish_load()?;
     if a.json {
-        println!("{}", serde_json::json!({ "device": f.device_name(), "n": a.r.n, "variants": rows }));
+        outln!("{}", serde_json::json!({ "device": f.device_name(), "n": a.r.n, "variants": rows }));
     } else {
         for r in &rows {
-            println!(
+            outln!(
                 "{:<12} {} distinct sums of {}, relative spread {:.3e}",
                 r["variant"].as_str().unwrap_or(""),
                 r["distinct"],

@@ -10,6 +10,7 @@ mod kendall;
 mod plot;
 mod variability;
 
+use crate::say::{errln, outln};
 use crate::{InputError, images, model};
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
@@ -120,11 +121,11 @@ fn kendall_cmd(a: KendallArgs) -> Result<()> {
     if a.json {
         let rows: Vec<serde_json::Value> =
             pairs.iter().zip(&taus).map(|(&(i, j), t)| serde_json::json!([i, j, t])).collect();
-        println!("{}", serde_json::json!({ "pairs": rows }));
+        outln!("{}", serde_json::json!({ "pairs": rows }));
     } else if let Some(bins) = a.histogram {
         for (k, c) in kendall::histogram(&defined, bins.max(1)).iter().enumerate() {
             let lo = -1.0 + 2.0 * k as f64 / bins as f64;
-            println!("{lo:+.4}\t{c}");
+            outln!("{lo:+.4}\t{c}");
         }
     } else {
         // Row i: tau against every earlier line (one file) or every line of B.
@@ -133,7 +134,7 @@ fn kendall_cmd(a: KendallArgs) -> Result<()> {
             let n = if a.b.is_some() { ys.len() } else { i };
             let row: Vec<String> =
                 taus[k..k + n].iter().map(|t| t.map_or("nan".into(), |v| format!("{v:.6}"))).collect();
-            println!("{}", row.join(","));
+            outln!("{}", row.join(","));
             k += n;
         }
     }
@@ -194,11 +195,11 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
     let bounds: Vec<(Vec<f64>, Vec<f64>)> =
         boxes.iter().map(|b| an.node_bounds(b).map(|mut nb| nb.swap_remove(net.output()))).collect::<Result<_, _>>()?;
     let outside = variability::outside_bounds(&observed, &bounds, &mut |k, j, v, lo, hi| {
-        eprintln!("polycert: SOUNDNESS BUG: image {k} output {j} = {v} is outside the certified [{lo}, {hi}]")
+        errln!("polycert: SOUNDNESS BUG: image {k} output {j} = {v} is outside the certified [{lo}, {hi}]")
     });
     let correct = variability::accuracy(&imgs, &runs[0]);
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "v_ermv": v.v_ermv, "v_c": v.v_c, "flips": v.flips, "runs": a.runs,
@@ -207,9 +208,9 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
             })
         );
     } else {
-        println!("images {}, runs {}, correct {correct}", imgs.len(), a.runs);
-        println!("V_ermv {:.3e}  V_c {:.4}  label flips {}", v.v_ermv, v.v_c, v.flips);
-        println!(
+        outln!("images {}, runs {}, correct {correct}", imgs.len(), a.runs);
+        outln!("V_ermv {:.3e}  V_c {:.4}  label flips {}", v.v_ermv, v.v_c, v.flips);
+        outln!(
             "outputs checked against the certified bounds: {}, outside: {outside}",
             observed.len() * net.output_shape().numel()
         );

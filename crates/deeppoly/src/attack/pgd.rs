@@ -108,7 +108,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for t in pts {
             let b = &t.sp.input;
             let seed = if let Start::Random(r) = t.start { r } else { 0 };
-            let mut rng = crate::base::rng::SplitMix(0x5EED_0000 ^ u64::from(seed) << 32 ^ t.disjunct as u64);
+            // `--seed` 0 keeps the draws of the earlier fixed seed.
+            let user = self.opts.attack_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut rng = crate::base::rng::SplitMix(0x5EED_0000 ^ u64::from(seed) << 32 ^ t.disjunct as u64 ^ user);
             for (i, ((&l, &h), c)) in b.lo.iter().zip(&b.hi).zip(b.centre()).enumerate() {
                 // Inside the box in `T` where it can be; the f32 check nudges.
                 let (lt, ht) = (fp::from_f64_up::<T>(l), fp::from_f64_down::<T>(h));

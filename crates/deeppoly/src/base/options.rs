@@ -36,6 +36,9 @@ pub struct Options {
     /// Attack every disjunct before the analysis (as VNN-COMP tools do)
     /// instead of the weakest ones after it.
     pub attack_first: bool,
+    /// Seed of the attack's random starts (`--seed`): the same seed draws
+    /// the same points.
+    pub attack_seed: u64,
     /// Branch and bound over the input box (`bab/search.rs`) for properties the
     /// analysis leaves open, on networks with at most this many inputs (0: off).
     pub split_inputs: usize,
@@ -140,6 +143,7 @@ impl Default for Options {
             timeout: None,
             attack_steps: 20,
             attack_first: false,
+            attack_seed: 0,
             attack_restarts: 0,
             split_inputs: 16,
             max_leaves: 1 << 16,

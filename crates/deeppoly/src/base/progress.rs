@@ -47,8 +47,9 @@ pub struct Snapshot {
     pub leaves_proved: usize,
     /// Leaves it has left to analyse.
     pub leaves_open: usize,
-    /// Its weakest bound: the smallest bound among the leaves it has not
-    /// proved (`SearchStats::best_bound`), as of the latest round taken.
+    /// Its bound: each round's weakest bound (the smallest among the leaves
+    /// not proved, `SearchStats::best_bound`) holds for the whole property,
+    /// so this is the best of them so far: it only rises.
     pub weakest: f64,
     /// While a search root is stabilised: the node whose unstable inputs
     /// are searched, how many they are, and how many inputs were made
@@ -94,6 +95,7 @@ impl Progress {
     /// Marks a search running until the guard drops.
     pub(crate) fn live(p: Option<&Progress>) -> Live<'_> {
         if let Some(p) = p {
+            p.weakest.store(f64::NEG_INFINITY.to_bits(), Relaxed);
             p.searching.store(true, Relaxed);
         }
         Live(p)
@@ -108,7 +110,8 @@ impl Live<'_> {
         if let Some(p) = self.0 {
             p.proved.store(proved, Relaxed);
             p.open.store(open, Relaxed);
-            p.weakest.store(weakest.to_bits(), Relaxed);
+            let rise = |b: u64| (weakest > f64::from_bits(b)).then_some(weakest.to_bits());
+            let _ = p.weakest.fetch_update(Relaxed, Relaxed, rise);
             p.rounds.fetch_add(1, Relaxed);
         }
     }

@@ -177,6 +177,7 @@ fn cpu_kernels_enclose_exact_results() {
 }
 
 #[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: cargo xtask gpu-prepare builds it to run")]
 fn gpu_kernels_enclose_exact_results() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
     all::<_, f32>(&gpu, 3);

@@ -324,6 +324,7 @@ fn interval_analyses_enclose_exact_and_float32_values_f64() {
 }
 
 #[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: cargo xtask gpu-prepare builds it to run")]
 fn gpu_analyses_enclose_exact_and_float32_values() {
     let Some(gpu) = polycert_backend_cuda::test_backend() else { return };
     for arith in [Arith::Point, Arith::Interval] {

@@ -570,8 +570,9 @@ fn run<B: Backend<T>, T: TF>(be: &B, name: &str, op: Op<B>) {
 }
 
 macro_rules! point_tests {
-    ($backend:expr; $($op:ident),*) => {$(
+    (#[$m:meta] $backend:expr; $($op:ident),*) => {$(
         #[test]
+        #[$m]
         fn $op() {
             let Some(be) = $backend else { return };
             super::run::<_, f32>(&be, stringify!($op), super::$op::<_, f32>);
@@ -581,11 +582,13 @@ macro_rules! point_tests {
 }
 
 mod cpu {
-    point_tests!(Some(polycert_backend_cpu::CpuBackend::default()); dense, conv, relu, diag, maxpool, concretize, add_into, copies);
+    // `cfg_attr(any(), …)`: never ignored.
+    point_tests!(#[cfg_attr(any(), ignore)] Some(polycert_backend_cpu::CpuBackend::default()); dense, conv, relu, diag, maxpool, concretize, add_into, copies);
 }
 
 mod gpu {
-    point_tests!(polycert_backend_cuda::test_backend(); dense, conv, relu, diag, maxpool, concretize, add_into, copies);
+    point_tests!(#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: cargo xtask gpu-prepare builds it to run")]
+        polycert_backend_cuda::test_backend(); dense, conv, relu, diag, maxpool, concretize, add_into, copies);
 }
 
 /// The checker can fail: δ set to the exact constant rounded down, paying

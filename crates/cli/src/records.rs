@@ -2,7 +2,6 @@
 
 use polycert_deeppoly::{Outcome, Verdict};
 use serde::Serialize;
-use std::io::Write;
 
 /// One property's result, as printed with `--json`.
 #[derive(Debug, Clone, Serialize)]
@@ -22,6 +21,12 @@ pub struct Record {
     /// Input splitting's leaves and bound, where it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search: Option<polycert_deeppoly::base::property::SearchStats>,
+    /// A falsified image: the class the network gives the counterexample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wins: Option<usize>,
+    /// A falsified image: the class the network gives the image itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_class: Option<usize>,
 }
 
 impl Record {
@@ -39,6 +44,8 @@ impl Record {
             },
             error: None,
             search: o.search,
+            wins: None,
+            image_class: None,
         }
     }
 
@@ -53,23 +60,58 @@ impl Record {
             counterexample: None,
             error: Some(msg),
             search: None,
+            wins: None,
+            image_class: None,
         }
     }
 
-    /// Writes the record as one JSON line and flushes.
-    pub fn emit_json(&self, out: &mut impl Write) -> std::io::Result<()> {
-        let line = serde_json::to_string(self).map_err(std::io::Error::other)?;
-        writeln!(out, "{line}")?;
-        out.flush()
+    /// Writes the record as one JSON line on stdout (a closed pipe ends
+    /// the printing, not the run).
+    pub fn emit_json(&self) {
+        match serde_json::to_string(self) {
+            Ok(line) => crate::say::outln!("{line}"),
+            Err(e) => crate::say::errln!("polycert: {}: cannot write JSON: {e}", self.property),
+        }
     }
 
-    /// A short human-readable line.
+    /// A short human-readable line under [`header`].
     pub fn line(&self) -> String {
-        let lb = self.lower_bounds.iter().copied().fold(f64::INFINITY, f64::min);
-        let lb = if lb.is_finite() { format!("  min lower bound {lb:+.5}") } else { String::new() };
-        let err = self.error.as_deref().map(|e| format!("  ({e})")).unwrap_or_default();
-        format!("{:<40} {:<10} {:>9.4}s{lb}{err}", self.property, self.result, self.seconds)
+        format!("{:<40} {:<10} {:>9.4}s  {}", self.property, self.result, self.seconds, self.detail())
     }
+
+    /// What backs the result: the margin, the search, or the counterexample.
+    fn detail(&self) -> String {
+        if let Some(e) = &self.error {
+            return e.clone();
+        }
+        let lb = self.lower_bounds.iter().copied().fold(f64::INFINITY, f64::min);
+        let analysis = if lb.is_finite() { format!("analysis alone {lb:+.5}") } else { String::new() };
+        let label = self.label.map(|l| format!(" (label {l})")).unwrap_or_default();
+        match (self.result.as_str(), self.search, self.wins, self.image_class) {
+            ("falsified", _, _, Some(c)) if Some(c) != self.label => {
+                format!("misclassified: the image itself gives class {c}{label}")
+            }
+            ("falsified", _, Some(w), _) => format!("class {w} wins{label}"),
+            ("falsified", ..) => "counterexample found".into(),
+            ("verified", Some(s), ..) => {
+                format!("margin {:+.5} after a search of {} leaves; {analysis}", s.best_bound, s.leaves_proved)
+            }
+            ("verified", None, ..) => format!("margin {lb:+.5}"),
+            (_, Some(s), ..) => format!(
+                "search: {} leaves proved, {} open, bound {:+.5}; {analysis}",
+                s.leaves_proved, s.leaves_open, s.best_bound
+            ),
+            _ => analysis,
+        }
+    }
+}
+
+/// The table's header, above [`Record::line`]s.
+pub fn header() -> String {
+    format!(
+        "{:<40} {:<10} {:>10}  {}",
+        "property", "result", "time", "detail (bounds: the property's margin, > 0 proves it)"
+    )
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -153,9 +195,7 @@ mod tests {
         assert!(s.contains("error               1"), "{s}");
         assert!(s.contains("max 3.0000s"), "{s}");
         assert!(s.contains("solved: 1, median 3.0000s, total 3.00s"), "{s}");
-        let mut buf = Vec::new();
-        a.emit_json(&mut buf).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        let v = serde_json::to_value(&a).unwrap();
         assert_eq!(v["result"], "error");
         assert_eq!(v["error"], "boom");
     }

@@ -1,0 +1,227 @@
+//! The analysis flags shared by `verify` and `vnncomp`, their checks, and
+//! how they become the engine's [`Options`]. Everyday flags come first in
+//! `--help`; the rest sit under "Resources" and "Tuning".
+
+use anyhow::{Context, Result};
+use clap::Args;
+use polycert_deeppoly::{Arith, Options, RelaxedOn, ReluLower, Stabilize};
+use std::time::Duration;
+
+use crate::engine::{BackendChoice, Precision};
+
+const RESOURCES: &str = "Resources";
+const TUNING: &str = "Tuning (also from --config FILE.toml or --set key=value)";
+
+/// Options shared by every command that analyses.
+#[derive(Args, Clone)]
+pub struct AnalysisArgs {
+    /// Where the analysis runs: CUDA when a GPU is there, else the CPU.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Float type of the analysis (bounds hold for the float32 network either way).
+    #[arg(long, value_enum, default_value = "f64")]
+    pub precision: Precision,
+    /// Seed of the attack's random starts (the same seed, the same points).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// A TOML file of flags, keys as the long flag names (`attack-steps = 50`,
+    /// `stabilize = "off"`, `no-alpha = true`); flags given after it win.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// One flag as `key=value` (`--set attack-steps=50`), as in `--config`.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    /// Memory for expression matrices, in MiB [default: the backend's].
+    #[arg(long, help_heading = RESOURCES, value_parser = positive::<usize>)]
+    pub memory_mb: Option<usize>,
+    /// Worker threads, each analysing its own batches (on CUDA each with its
+    /// own stream); results stay in order [default: up to 3 on CUDA, 1 on the CPU].
+    #[arg(long, help_heading = RESOURCES, value_parser = positive::<usize>)]
+    pub jobs: Option<usize>,
+    /// Threads that run one branch and bound's rounds, sharing one open list
+    /// [default: 4 on CUDA, 1 on the CPU or with several --jobs].
+    #[arg(long, help_heading = RESOURCES, value_parser = positive::<usize>)]
+    pub search_workers: Option<usize>,
+    /// Properties whose rows share one backsubstitution, also the leaves a
+    /// search analyses at once [default: what a quarter of the memory holds, at most 256].
+    #[arg(long, help_heading = RESOURCES, value_parser = positive::<usize>)]
+    pub batch: Option<usize>,
+    /// Host threads for the parallel loops [default: RAYON_NUM_THREADS, else every core].
+    #[arg(long, help_heading = RESOURCES, value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+    /// Host MiB that a search's open leaves may hold in inherited bounds;
+    /// past it, new leaves keep their root's (sound, looser) [default: half of MemAvailable].
+    #[arg(long, help_heading = RESOURCES, value_parser = positive::<usize>)]
+    pub search_memory_mb: Option<usize>,
+
+    /// No branch and bound: answer from one analysis and the attack.
+    #[arg(long, help_heading = TUNING)]
+    pub no_bab: bool,
+    /// Lower ReLU line for unstable neurons.
+    #[arg(long, help_heading = TUNING, value_enum, default_value = "area")]
+    relu_lower: ReluLowerArg,
+    /// Backsubstitution arithmetic: point coefficients on plain GEMMs with the
+    /// rounding folded into the constants, or GPUPoly's interval coefficients.
+    #[arg(long, help_heading = TUNING, value_enum, default_value = "point")]
+    arith: ArithArg,
+    /// Skip the second pass that tightens ReLU inputs.
+    #[arg(long, help_heading = TUNING)]
+    no_refine: bool,
+    /// PGD steps of the attack (0: no attack).
+    #[arg(long, help_heading = TUNING, default_value_t = 20)]
+    attack_steps: usize,
+    /// Random restarts of the attack after the analysis.
+    #[arg(long, help_heading = TUNING, default_value_t = 0)]
+    attack_restarts: usize,
+    /// Attack every disjunct before the analysis instead of the weakest after it.
+    #[arg(long, help_heading = TUNING)]
+    attack_first: bool,
+    /// Keep DeepPoly's lower ReLU slopes (no α optimisation for the output rows).
+    #[arg(long, help_heading = TUNING)]
+    no_alpha: bool,
+    /// Optimise the slopes of a search's intermediate bounds at its root too.
+    #[arg(long, help_heading = TUNING)]
+    intermediate_alpha: bool,
+    /// Prove unstable ReLU inputs stable layer by layer at a search's root:
+    /// `auto` on networks without convolutions when there is a timeout.
+    #[arg(long, help_heading = TUNING, value_enum, default_value = "auto", num_args = 0..=1, default_missing_value = "on")]
+    stabilize: StabilizeArg,
+    /// Refine every layer after each split, even where that gains little.
+    #[arg(long, help_heading = TUNING)]
+    refine_every_leaf: bool,
+    /// Where the α/β search evaluates its relaxed bounds (`auto`: the faster).
+    #[arg(long, help_heading = TUNING, value_enum, default_value = "auto")]
+    relaxed_on: RelaxedOnArg,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ArithArg {
+    Point,
+    Interval,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum RelaxedOnArg {
+    Auto,
+    Host,
+    Backend,
+    HostRows,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum StabilizeArg {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ReluLowerArg {
+    Area,
+    Zero,
+    One,
+}
+
+/// A whole number of at least 1.
+pub fn positive<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str) -> Result<T, String> {
+    match s.parse::<T>() {
+        Ok(v) if v >= T::from(1) => Ok(v),
+        _ => Err("expected a whole number of at least 1".into()),
+    }
+}
+
+/// Seconds: a finite number above 0.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err("expected a number of seconds above 0".into()),
+    }
+}
+
+/// A number in [0, 1].
+pub fn unit(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err("expected a number in [0, 1]".into()),
+    }
+}
+
+impl AnalysisArgs {
+    pub fn options(&self, timeout: Option<f64>) -> Options {
+        Options {
+            relu_lower: match self.relu_lower {
+                ReluLowerArg::Area => ReluLower::Area,
+                ReluLowerArg::Zero => ReluLower::Zero,
+                ReluLowerArg::One => ReluLower::One,
+            },
+            arith: match self.arith {
+                ArithArg::Point => Arith::Point,
+                ArithArg::Interval => Arith::Interval,
+            },
+            refine: !self.no_refine,
+            attack_steps: self.attack_steps,
+            attack_first: self.attack_first,
+            attack_restarts: self.attack_restarts,
+            attack_seed: self.seed,
+            split_inputs: if self.no_bab { 0 } else { Options::default().split_inputs },
+            split_relus: !self.no_bab,
+            optimize_slopes: !self.no_alpha,
+            optimize_intermediate: self.intermediate_alpha,
+            stabilize: match self.stabilize {
+                StabilizeArg::Auto => Stabilize::Auto,
+                StabilizeArg::On => Stabilize::On,
+                StabilizeArg::Off => Stabilize::Off,
+            },
+            gate_refinement: !self.refine_every_leaf,
+            relaxed_on: match self.relaxed_on {
+                RelaxedOnArg::Auto => RelaxedOn::Auto,
+                RelaxedOnArg::Host => RelaxedOn::Host,
+                RelaxedOnArg::Backend => RelaxedOn::Backend,
+                RelaxedOnArg::HostRows => RelaxedOn::HostRows,
+            },
+            timeout: timeout.map(Duration::from_secs_f64),
+            batch: self.batch,
+            search_workers: self.search_workers,
+            search_memory: self.search_memory_mb.map(|m| m << 20).or_else(|| Some(available_memory()? / 2)),
+            ..Options::default()
+        }
+    }
+
+    pub fn budget(&self) -> Option<usize> {
+        self.memory_mb.map(|m| m << 20)
+    }
+
+    /// Sizes the host's thread pool (`--threads`); before any parallel loop.
+    pub fn start_threads(&self) -> Result<()> {
+        let Some(n) = self.threads else { return Ok(()) };
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.into())
+            .build_global()
+            .with_context(|| format!("--threads {n}: cannot start the thread pool"))
+    }
+}
+
+/// The host memory available now (`MemAvailable` of `/proc/meminfo`), in
+/// bytes, where it can be read.
+fn available_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_checked() {
+        assert_eq!(positive::<usize>("3"), Ok(3));
+        assert!(positive::<usize>("0").is_err() && positive::<usize>("-5").is_err());
+        assert_eq!(seconds("0.5"), Ok(0.5));
+        assert!(seconds("-1").is_err() && seconds("0").is_err() && seconds("inf").is_err());
+        assert_eq!(unit("0"), Ok(0.0));
+        assert!(unit("2").is_err() && unit("-0.1").is_err() && unit("nan").is_err());
+    }
+}

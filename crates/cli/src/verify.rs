@@ -1,0 +1,226 @@
+//! `polycert verify`: robustness of images in an L∞ ball, or one VNNLIB
+//! property, on one model.
+
+use crate::args::{AnalysisArgs, seconds, unit};
+use crate::engine::{self, Job};
+use crate::records::{self, Record};
+use crate::say::{err, out, outln};
+use crate::{InputError, images, live, model, vnncomp};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use polycert_deeppoly::{InputBox, Network, Property};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+#[command(after_help = EXAMPLES)]
+pub struct VerifyArgs {
+    /// ONNX model [default: the embedded digits MLP and its test images].
+    #[arg(value_name = "MODEL")]
+    model_file: Option<PathBuf>,
+    /// VNNLIB property (.vnnlib or .vnnlib.gz) of MODEL.
+    #[arg(value_name = "PROPERTY", conflicts_with_all = ["vnnlib", "images"])]
+    property_file: Option<PathBuf>,
+    /// ONNX model (the same as MODEL).
+    #[arg(long, conflicts_with = "model_file")]
+    model: Option<PathBuf>,
+    /// VNNLIB property (the same as PROPERTY).
+    #[arg(long, conflicts_with = "images")]
+    vnnlib: Option<PathBuf>,
+    /// Images: IDX (gzipped or not) or ERAN-style CSV.
+    #[arg(long)]
+    images: Option<PathBuf>,
+    /// L∞ radius around each image, in pixel scale [0, 1].
+    #[arg(long, value_parser = unit, default_value_t = 0.03, conflicts_with_all = ["vnnlib", "property_file"])]
+    eps: f64,
+    /// Verify only the first N images [default: all].
+    #[arg(long, value_parser = crate::args::positive::<usize>, conflicts_with_all = ["vnnlib", "property_file"])]
+    count: Option<usize>,
+    /// Time limit per property, in seconds [default: none: a search stops at its leaf limit].
+    #[arg(long, value_parser = seconds)]
+    timeout: Option<f64>,
+    /// One JSON object per property on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write the VNN-COMP result (unsat/sat/unknown/timeout, and a
+    /// counterexample) of the first property to this file.
+    #[arg(long)]
+    result_file: Option<PathBuf>,
+    /// Exit with 1 unless every property is verified (for scripts).
+    #[arg(long)]
+    exit_code: bool,
+    /// Label file for IDX images [default: derived from the image file name].
+    #[arg(long, help_heading = "Images", requires = "images")]
+    labels: Option<PathBuf>,
+    /// Per-channel normalisation mean, comma separated.
+    #[arg(long, help_heading = "Images", value_delimiter = ',', allow_negative_numbers = true)]
+    mean: Vec<f64>,
+    /// Per-channel normalisation standard deviation, comma separated.
+    #[arg(long, help_heading = "Images", value_delimiter = ',')]
+    std: Vec<f64>,
+    /// Pixel order of the images.
+    #[arg(long, help_heading = "Images", value_enum, default_value = "chw")]
+    layout: images::Layout,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  polycert verify                                   the embedded digits model, eps 0.03
+  polycert verify net.onnx prop.vnnlib --timeout 60
+  polycert verify net.onnx --images t10k-images-idx3-ubyte.gz --eps 0.02 --count 1000
+  polycert verify net.onnx prop.vnnlib --set attack-restarts=10 --result-file out.txt
+
+Exit status: 0 when the run completes (1 with --exit-code unless every
+property is verified), 2 on bad input.";
+
+/// What `verify` checks: the jobs, and for image jobs their centres.
+struct Work {
+    jobs: Vec<Job>,
+    /// Per job: the image itself in the IR's input order (none for VNNLIB).
+    centres: Vec<Option<Vec<f64>>>,
+}
+
+fn image_jobs(a: &VerifyArgs, imported: &model::Imported) -> Result<Work> {
+    let net = &imported.network;
+    let (n_in, n_out) = (net.input_shape().numel(), net.output_shape().numel());
+    let (imgs, src) = match &a.images {
+        Some(p) => {
+            let channels = images::channels(net.input_shape(), &a.mean);
+            (images::load(p, a.labels.as_deref(), channels, a.layout)?, p.display().to_string())
+        }
+        None if a.model_path().is_none() => (model::embedded_images()?, "embedded:digits_test".to_string()),
+        None => bail!(InputError("give a PROPERTY (--vnnlib) or --images for the model".into())),
+    };
+    let mut work = Work { jobs: Vec::new(), centres: Vec::new() };
+    for (i, img) in imgs.iter().take(a.count.unwrap_or(usize::MAX)).enumerate() {
+        if img.pixels.len() != n_in {
+            bail!(InputError(format!("{src}: image {i} has {} values, the model takes {n_in}", img.pixels.len())));
+        }
+        let pixels = imported.to_ir_input(&img.pixels);
+        let input = InputBox::linf(&pixels, a.eps, (0.0, 1.0), &a.mean, &a.std)
+            .map_err(|e| InputError(format!("{src}: {e}")))?;
+        let name = format!("{src}#{i} eps={}", a.eps);
+        let property = Property::robustness(name.clone(), input, img.label, n_out)
+            .map_err(|e| InputError(format!("{src}: image {i}: {e}")))?;
+        let centre = InputBox::linf(&pixels, 0.0, (0.0, 1.0), &a.mean, &a.std).map(|b| b.centre()).ok();
+        work.centres.push(centre);
+        work.jobs.push(Job { name, property });
+    }
+    if work.jobs.len() < a.count.unwrap_or(0) {
+        bail!(InputError(format!(
+            "{src}: --count {} asks for more than its {} images",
+            a.count.unwrap_or(0),
+            imgs.len()
+        )));
+    }
+    Ok(work)
+}
+
+impl VerifyArgs {
+    fn model_path(&self) -> Option<&Path> {
+        self.model_file.as_deref().or(self.model.as_deref())
+    }
+
+    fn property_path(&self) -> Option<&Path> {
+        self.property_file.as_deref().or(self.vnnlib.as_deref())
+    }
+}
+
+/// Refuses, before any work, what would fail or be ignored later.
+fn check(a: &VerifyArgs) -> Result<()> {
+    if let Some(p) = a.property_path()
+        && a.model_path().is_none()
+    {
+        bail!(InputError(format!("{}: a property needs its model: give MODEL (or --model) too", p.display())));
+    }
+    if let Some(rf) = &a.result_file {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(rf)
+            .map_err(|e| InputError(format!("{}: cannot write: {e}", rf.display())))?;
+    }
+    Ok(())
+}
+
+pub fn run(a: VerifyArgs) -> Result<bool> {
+    check(&a)?;
+    a.analysis.start_threads()?;
+    let engine = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
+    let (imported, model_name) = match a.model_path() {
+        Some(p) => (model::load(p)?, p.display().to_string()),
+        None => (model::embedded()?, "embedded:digits_mlp".to_string()),
+    };
+    let net = &imported.network;
+    let work = match a.property_path() {
+        Some(p) => {
+            let property = model::load_vnnlib(&imported, p)?;
+            Work { jobs: vec![Job { name: p.display().to_string(), property }], centres: vec![None] }
+        }
+        None => image_jobs(&a, &imported)?,
+    };
+    let mut opts = a.analysis.options(a.timeout);
+    let progress = std::sync::Arc::new(polycert_deeppoly::base::progress::Progress::default());
+    opts.progress = Some(progress.clone());
+    let bar = live::bar(work.jobs.len());
+    let mut records = Vec::new();
+    if !a.json {
+        outln!("{}", records::header());
+    }
+    let workers = a.analysis.jobs.unwrap_or_else(|| engine.default_workers(work.jobs.len(), a.analysis.batch));
+    live::while_running(&bar, &progress, || {
+        engine::run_jobs_parallel(
+            &engine,
+            workers,
+            net,
+            &model_name,
+            &work.jobs,
+            &opts,
+            a.analysis.precision,
+            &mut |mut r: Record| {
+                classes(&mut r, net, work.centres[records.len()].as_deref());
+                bar.suspend(|| if a.json { r.emit_json() } else { outln!("{}", r.line()) });
+                bar.inc(1);
+                records.push(r);
+                Ok(())
+            },
+        )
+    })?;
+    bar.finish_and_clear();
+    if let Some(rf) = &a.result_file {
+        write_result(rf, records.first(), &imported)?;
+    }
+    if a.json {
+        err!("{}", records::summary(&records));
+    } else {
+        out!("{}", records::summary(&records));
+    }
+    if let Some(e) = records.iter().find_map(|r| r.error.clone()) {
+        bail!(InputError(e));
+    }
+    Ok(!a.exit_code || records.iter().all(|r| r.result == "verified"))
+}
+
+/// For a falsified image: the class that wins at the counterexample, and
+/// the class of the image itself (which may already be wrong).
+fn classes(r: &mut Record, net: &Network, centre: Option<&[f64]>) {
+    let (Some(x), Some(centre)) = (&r.counterexample, centre) else { return };
+    let top = |y: Vec<f32>| y.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(k, _)| k);
+    r.wins = top(polycert_deeppoly::base::eval::eval::<f32>(net, x));
+    let c: Vec<f32> = centre.iter().map(|&v| v as f32).collect();
+    r.image_class = top(polycert_deeppoly::base::eval::eval::<f32>(net, &c));
+}
+
+fn write_result(rf: &Path, first: Option<&Record>, imported: &model::Imported) -> Result<()> {
+    match first {
+        Some(Record { counterexample: Some(x), .. }) => {
+            let y = polycert_deeppoly::base::eval::eval::<f32>(&imported.network, x);
+            vnncomp::write_cex(rf, &imported.from_ir_input(x), &y)
+        }
+        r => {
+            let r = r.map(|r| vnncomp::vnn_result(&r.result)).unwrap_or("unknown");
+            std::fs::write(rf, format!("{r}\n")).with_context(|| format!("{}: cannot write", rf.display()))
+        }
+    }
+}
