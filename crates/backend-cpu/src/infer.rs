@@ -49,6 +49,6 @@ pub fn infer_dense<T: Fp>(w: &[T], b: &[T], n_in: usize, x: &[T], batch: usize) 
 
 /// `G·W` per point (`G`: `batch × n_out`).
 pub fn grad_dense<T: Fp>(g: &[T], w: &[T], n_in: usize, batch: usize) -> BResult<Vec<T>> {
-    let n_out = polycert_deeppoly::infer::grad_dense_outputs(g.len(), w.len(), n_in, batch)?;
+    let n_out = polycert_deeppoly::base::infer::grad_dense_outputs(g.len(), w.len(), n_in, batch)?;
     Ok(crate::point_affine::gemm(g, batch, n_out, w, n_in))
 }

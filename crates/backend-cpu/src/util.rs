@@ -5,7 +5,7 @@ use polycert_interval::{Fp, fp};
 
 /// Whether a loop is worth the pool, and `map_range`: loops of little work run on the calling thread
 /// (deeppoly's `par.rs`: one threshold for the engine and this backend).
-pub use polycert_deeppoly::par::{map_range, worth};
+pub use polycert_deeppoly::base::par::{map_range, worth};
 
 /// `f` over `(index, row)` of a row-major plane of `cols` columns, in
 /// parallel only when its `work` is [`worth`] it.
@@ -181,7 +181,7 @@ pub fn slice_plane<T: Copy>(a: &[T], rows: usize, cols: usize, start: usize, len
 #[cfg(test)]
 mod tests {
     use super::*;
-    use polycert_deeppoly::par::SERIAL_WORK;
+    use polycert_deeppoly::base::par::SERIAL_WORK;
 
     /// The pool decides only where the rows run: below and above
     /// `SERIAL_WORK` the same rows come back in the same order.

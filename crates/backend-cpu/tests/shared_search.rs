@@ -40,7 +40,7 @@ const EXPECTED: [(&str, bool); 20] = [
 /// disjuncts, with `x` in its box.
 fn reaches_unsafe(net: &Network, sp: &SubProblem, x: &[f32]) -> bool {
     let inside = x.iter().zip(&sp.input.lo).zip(&sp.input.hi).all(|((&v, &l), &h)| l <= v as f64 && v as f64 <= h);
-    let y = polycert_deeppoly::eval::eval::<f32>(net, x);
+    let y = polycert_deeppoly::base::eval::eval::<f32>(net, x);
     let holds = |c: &[f64], d: f64| c.iter().zip(&y).map(|(a, &v)| a * v as f64).sum::<f64>() - d <= 0.0;
     inside && sp.unsafe_region.iter().any(|conj| conj.iter().all(|h| holds(&h.c, h.d)))
 }

@@ -7,7 +7,7 @@ use crate::point_ops::gemm_rm;
 use crate::{CudaBackend, GpuBuf, GpuScalar, grid_for};
 use cudarc::cublas::{GemmConfig, sys as blas_sys};
 use cudarc::driver::{CudaGraph, CudaSlice, PushKernelArg};
-use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pointwise, Shape, infer::conv_out_shape};
+use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pointwise, Shape, base::infer::conv_out_shape};
 
 fn failure(msg: String) -> BackendError {
     BackendError::Failure(msg)
@@ -72,7 +72,7 @@ impl CudaBackend {
         n_in: usize,
         batch: usize,
     ) -> BResult<GpuBuf<T>> {
-        let n_out = polycert_deeppoly::infer::grad_dense_outputs(g.len, w.len, n_in, batch)?;
+        let n_out = polycert_deeppoly::base::infer::grad_dense_outputs(g.len, w.len, n_in, batch)?;
         let mut out = self.alloc::<T>(batch * n_in)?;
         gemm_rm(self.blas()?, &g.data, batch, n_out, &w.data, n_in, &mut out)?;
         Ok(self.buf(out, batch * n_in))

@@ -2,9 +2,8 @@
 //! 1e-5 relative (skips without a GPU).
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::testnets::{
-    SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp,
-};
+use polycert_deeppoly::base::rng::SplitMix;
+use polycert_deeppoly::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp};
 use polycert_deeppoly::{Analyzer, Arith, Backend, InputBox, Options, Property, Shape};
 use polycert_interval::Fp;
 
@@ -26,7 +25,7 @@ where
         let c: Vec<f64> = (0..n_in).map(|_| rng.unit()).collect();
         let eps = 0.004 * (1 + k % 3) as f64;
         let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
-        let y = polycert_deeppoly::eval::eval::<f64>(&net, &input.centre());
+        let y = polycert_deeppoly::base::eval::eval::<f64>(&net, &input.centre());
         let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap();
         let prop = Property::robustness("p", input.clone(), label, y.len()).unwrap();
         let o = Options { arith, ..Options::default() };

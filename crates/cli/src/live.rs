@@ -5,7 +5,7 @@
 //! [`Progress`] a few times a second.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use polycert_deeppoly::progress::{Progress, Snapshot};
+use polycert_deeppoly::base::progress::{Progress, Snapshot};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -74,7 +74,7 @@ mod tests {
             Some("search: 1234 leaves proved, 56 open, bound -1.250e-2 (proved above 0)")
         );
         assert_eq!(search_message(&Snapshot { searching: false, ..s }), None);
-        let t = polycert_deeppoly::progress::Stabilizing { node: 7, unstable: 217, made_stable: 248 };
+        let t = polycert_deeppoly::base::progress::Stabilizing { node: 7, unstable: 217, made_stable: 248 };
         let stab = Snapshot { searching: false, stabilizing: Some(t), ..s };
         assert_eq!(
             search_message(&stab).as_deref(),

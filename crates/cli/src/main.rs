@@ -105,7 +105,7 @@ fn main() -> ExitCode {
             Cmd::Fpna(c) => fpna::run(c),
         }
     };
-    let phases = polycert_deeppoly::profile::report();
+    let phases = polycert_deeppoly::base::profile::report();
     if !phases.is_empty() {
         errln!("polycert phases:\n{phases}");
     }

@@ -31,7 +31,7 @@ pub fn load_vnnlib(model: &Imported, path: &Path) -> Result<Property> {
         polycert_onnx::load_vnnlib(path, model.n_inputs(), model.n_outputs()).map_err(|e| InputError(e.to_string()))?;
     if model.network.softmax_output() {
         let bad = p.subproblems.iter().flat_map(|sp| sp.unsafe_region.iter().flatten());
-        if let Some(h) = bad.into_iter().find(|h| !polycert_deeppoly::softmax::is_comparison(h)) {
+        if let Some(h) = bad.into_iter().find(|h| !polycert_deeppoly::base::softmax::is_comparison(h)) {
             let terms: Vec<String> =
                 h.c.iter().enumerate().filter(|(_, c)| **c != 0.0).map(|(j, c)| format!("{c}·Y_{j}")).collect();
             return Err(InputError(format!(

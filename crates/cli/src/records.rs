@@ -20,7 +20,7 @@ pub struct Record {
     pub error: Option<String>,
     /// Input splitting's leaves and bound, where it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub search: Option<polycert_deeppoly::split::SearchStats>,
+    pub search: Option<polycert_deeppoly::base::property::SearchStats>,
     /// A falsified image: the class the network gives the counterexample.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wins: Option<usize>,

@@ -161,7 +161,7 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
         None => image_jobs(&a, &imported)?,
     };
     let mut opts = a.analysis.options(a.timeout);
-    let progress = std::sync::Arc::new(polycert_deeppoly::progress::Progress::default());
+    let progress = std::sync::Arc::new(polycert_deeppoly::base::progress::Progress::default());
     opts.progress = Some(progress.clone());
     let bar = live::bar(work.jobs.len());
     let mut records = Vec::new();
@@ -207,15 +207,15 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
 fn classes(r: &mut Record, net: &Network, centre: Option<&[f64]>) {
     let (Some(x), Some(centre)) = (&r.counterexample, centre) else { return };
     let top = |y: Vec<f32>| y.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(k, _)| k);
-    r.wins = top(polycert_deeppoly::eval::eval::<f32>(net, x));
+    r.wins = top(polycert_deeppoly::base::eval::eval::<f32>(net, x));
     let c: Vec<f32> = centre.iter().map(|&v| v as f32).collect();
-    r.image_class = top(polycert_deeppoly::eval::eval::<f32>(net, &c));
+    r.image_class = top(polycert_deeppoly::base::eval::eval::<f32>(net, &c));
 }
 
 fn write_result(rf: &Path, first: Option<&Record>, imported: &model::Imported) -> Result<()> {
     match first {
         Some(Record { counterexample: Some(x), .. }) => {
-            let y = polycert_deeppoly::eval::eval::<f32>(&imported.network, x);
+            let y = polycert_deeppoly::base::eval::eval::<f32>(&imported.network, x);
             vnncomp::write_cex(rf, &imported.from_ir_input(x), &y)
         }
         r => {

@@ -101,7 +101,7 @@ pub fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
 }
 
 /// The message of a row that branch and bound decided or left open.
-fn search_message(s: &polycert_deeppoly::split::SearchStats) -> String {
+fn search_message(s: &polycert_deeppoly::base::property::SearchStats) -> String {
     // Positive only once every leaf is proved: the proof's margin.
     let what = if s.best_bound > 0.0 { "margin" } else { "weakest bound" };
     let from_root = match s.leaves_from_root {
@@ -124,7 +124,7 @@ struct Runner<'a> {
     cex_dir: PathBuf,
     out: ResultsFile,
     bar: indicatif::ProgressBar,
-    progress: std::sync::Arc<polycert_deeppoly::progress::Progress>,
+    progress: std::sync::Arc<polycert_deeppoly::base::progress::Progress>,
     models: HashMap<String, std::result::Result<model::Imported, String>>,
     /// Load time per network, charged to the first row that uses it.
     prepare: HashMap<String, f64>,
@@ -242,7 +242,7 @@ impl Runner<'_> {
     /// The counterexample file of `inst`, written.
     fn write_cex(&self, inst: &Instance, imported: &model::Imported, x: &[f32]) -> Result<PathBuf> {
         std::fs::create_dir_all(&self.cex_dir)?;
-        let y = polycert_deeppoly::eval::eval::<f32>(&imported.network, x);
+        let y = polycert_deeppoly::base::eval::eval::<f32>(&imported.network, x);
         let path = self.cex_dir.join(cex_file_name(inst));
         write_cex(&path, &imported.from_ir_input(x), &y)?;
         Ok(path)

@@ -1,32 +1,9 @@
 //! Small deterministic networks for tests and benchmarks (shared by every
-//! backend's conformance suite).
+//! backend's conformance suite): compiled for this crate's tests and with
+//! the `testnets` feature.
 
-use crate::ir::{Conv2d, Network, NodeId, Op, Shape};
-
-/// A tiny deterministic generator (SplitMix64), to avoid a dependency.
-#[derive(Debug, Clone)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in `[-a, a]`, rounded to f32 so both precisions hold it exactly.
-    pub fn weight(&mut self, a: f64) -> f64 {
-        ((self.unit() * 2.0 - 1.0) * a) as f32 as f64
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
+use crate::base::ir::{Conv2d, Network, NodeId, Op, Shape};
+use crate::base::rng::SplitMix;
 
 /// The 2-2-2-2 example of the DeepPoly and GPUPoly papers.
 pub fn two_two() -> Network {
@@ -167,7 +144,7 @@ pub fn densify(net: &Network) -> (Network, Vec<NodeId>) {
 /// Conv, then two branches (3x3 average pooling / a strided 1x1 conv)
 /// concatenated over channels, ReLU, flatten, dense.
 pub fn random_pool_concat(rng: &mut SplitMix, input: Shape, width: usize, n_out: usize) -> Network {
-    use crate::ir::Pool;
+    use crate::base::ir::Pool;
     let mut n = Network::new(input);
     let c1 = n.push("conv1", Op::Conv2d(rand_conv(rng, input.c, width, 3, 1, 1)), &[0]).expect("valid");
     let r1 = n.push("relu1", Op::Relu, &[c1]).expect("valid");
@@ -186,7 +163,7 @@ pub fn random_pool_concat(rng: &mut SplitMix, input: Shape, width: usize, n_out:
 /// Conv, ReLU, 2x2 max pooling, conv, ReLU, padded 3x3 max pooling (stride
 /// 1, overlapping windows), flatten, dense.
 pub fn random_maxpool(rng: &mut SplitMix, input: Shape, width: usize, n_out: usize) -> Network {
-    use crate::ir::Pool;
+    use crate::base::ir::Pool;
     let mut n = Network::new(input);
     let c1 = n.push("conv1", Op::Conv2d(rand_conv(rng, input.c, width, 3, 1, 1)), &[0]).expect("valid");
     let r1 = n.push("relu1", Op::Relu, &[c1]).expect("valid");

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use polycert_deeppoly::eval::eval;
+use polycert_deeppoly::base::eval::eval;
 use polycert_deeppoly::{Op, Shape};
 use polycert_onnx::{ImportError, load_onnx};
 

@@ -4,7 +4,7 @@
 //! onnxruntime computed inside the box.
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::eval::eval;
+use polycert_deeppoly::base::eval::eval;
 use polycert_deeppoly::{Analyzer, Arith, InputBox, Options};
 use polycert_onnx::{Imported, load_onnx};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! mnist_fc and cifar10_resnet). Ignored where `../shared` was not
 //! there at build time (`build/test_cfg.rs`).
 
-use polycert_deeppoly::eval::eval;
+use polycert_deeppoly::base::eval::eval;
 use polycert_deeppoly::{Op, Shape};
 use polycert_onnx::{Imported, load_onnx, load_vnnlib};
 use std::path::{Path, PathBuf};

@@ -7,7 +7,8 @@
 //! A case is reproducible from its kind and seed.
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::testnets::{SplitMix, random_mlp, random_sigmoid_mlp};
+use polycert_deeppoly::base::rng::SplitMix;
+use polycert_deeppoly::testnets::{random_mlp, random_sigmoid_mlp};
 use polycert_deeppoly::{Analyzer, Arith, InputBox, Network, Op, Options, Property, Shape, Verdict};
 
 /// Kinds of case, the nasty ones of the issue included.
@@ -125,7 +126,7 @@ pub fn eval_ordered(net: &Network, x: &[f32], order: Order) -> Vec<f32> {
         Order::Random(s) => s,
         _ => 0,
     });
-    polycert_deeppoly::eval::eval_reordered(net, x, &mut |t: &mut [f32]| match order {
+    polycert_deeppoly::base::eval::eval_reordered(net, x, &mut |t: &mut [f32]| match order {
         Order::Sequential => {}
         Order::Reversed => t.reverse(),
         Order::Ascending => t.sort_by(|a, b| a.abs().total_cmp(&b.abs())),

@@ -6,7 +6,7 @@ use crate::say::{errln, outln};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use polycert_backend_cuda::fpna::{Fpna, Variant};
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::{Network, Op};
 use std::io::Write;
 use std::path::PathBuf;
@@ -232,7 +232,7 @@ pub fn cuda_runs(net: &Network, inputs: &[Vec<f32>], runs: usize) -> Result<Vec<
                         .flat_map(|p| {
                             let ins: Vec<&[f32]> =
                                 node.inputs.iter().zip(&sizes).map(|(&k, &n)| &vals[k][p * n..(p + 1) * n]).collect();
-                            polycert_deeppoly::eval::eval_node(net, id, &ins)
+                            polycert_deeppoly::base::eval::eval_node(net, id, &ins)
                         })
                         .collect()
                 }

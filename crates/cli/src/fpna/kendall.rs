@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn agrees_with_the_definition() {
-        let mut rng = polycert_deeppoly::testnets::SplitMix(5);
+        let mut rng = polycert_deeppoly::base::rng::SplitMix(5);
         for case in 0..300 {
             let n = 2 + rng.below(40);
             let range = 1 + rng.below(if case % 2 == 0 { 4 } else { 100 }) as i64;

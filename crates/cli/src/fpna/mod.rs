@@ -179,7 +179,7 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
     let v = variability::variability(&runs);
     let mut observed: Vec<(usize, Vec<f32>)> = runs.iter().flat_map(|r| r.iter().cloned().enumerate()).collect();
     if a.eps > 0.0 {
-        let mut rng = polycert_deeppoly::testnets::SplitMix(a.seed.wrapping_add(77));
+        let mut rng = polycert_deeppoly::base::rng::SplitMix(a.seed.wrapping_add(77));
         let pts: Vec<Vec<f32>> = boxes
             .iter()
             .map(|b| {

@@ -5,7 +5,7 @@
 
 use crate::images::Image;
 use polycert_deeppoly::Network;
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
 
 /// The FPNA study's metrics between each run and the first, over every
 /// image and output (`d` values compared).
@@ -55,7 +55,7 @@ pub fn cpu_runs(net: &Network, inputs: &[Vec<f32>], runs: usize, seed: u64) -> V
                 .enumerate()
                 .map(|(k, x)| {
                     let mut rng = SplitMix(seed ^ ((r as u64) << 32) ^ k as u64);
-                    polycert_deeppoly::eval::eval_shuffled::<f32>(net, x, &mut rng)
+                    polycert_deeppoly::base::eval::eval_shuffled::<f32>(net, x, &mut rng)
                 })
                 .collect()
         })

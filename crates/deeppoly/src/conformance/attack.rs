@@ -3,11 +3,13 @@
 //! counterexamples only gradient steps reach.
 
 use super::{opts, random_box, robust_label};
-use crate::analysis::{Analyzer, Options};
-use crate::backend::{Arith, Backend};
-use crate::ir::{Network, Shape};
-use crate::property::{InputBox, Property, Verdict};
-use crate::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp};
+use crate::base::analyzer::Analyzer;
+use crate::base::backend::{Arith, Backend};
+use crate::base::ir::{Network, Shape};
+use crate::base::options::Options;
+use crate::base::property::{InputBox, Property, Verdict};
+use crate::base::rng::SplitMix;
+use crate::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp};
 use polycert_interval::Fp;
 
 /// Attacking before the analysis finds every counterexample the default
@@ -60,9 +62,9 @@ pub fn inference_matches_host<B: Backend<T>, T: Fp>(be: &B) {
         // Inputs are rounded to T first: the reference runs at those points.
         let xt: Vec<f64> = xs.iter().map(|&v| T::from_f64_nearest(v).to_f64_exact()).collect();
         for pt in 0..p {
-            let vals = crate::eval::eval_all::<f64>(&net, &xt[pt * n_in..(pt + 1) * n_in]);
+            let vals = crate::base::eval::eval_all::<f64>(&net, &xt[pt * n_in..(pt + 1) * n_in]);
             let y = &vals[net.output()];
-            let g = crate::attack::reference_gradient(&net, &vals, &seeds[pt * n_out..(pt + 1) * n_out]);
+            let g = crate::attack::check::reference_gradient(&net, &vals, &seeds[pt * n_out..(pt + 1) * n_out]);
             let scale = 1.0 + y.iter().chain(&g).fold(0.0f64, |m, v| m.max(v.abs()));
             for (o, &yo) in y.iter().enumerate() {
                 let got = ys[pt * n_out + o];
@@ -83,7 +85,7 @@ pub fn inference_matches_host<B: Backend<T>, T: Fp>(be: &B) {
 pub fn attack_finds_hidden_counterexamples<B: Backend<T>, T: Fp>(be: &B) {
     // y0 = x, y1 = 0.5: label 0 fails exactly for x < 0.5.
     let mut net = Network::new(Shape::flat(1));
-    let dense = crate::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 };
+    let dense = crate::base::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.5], out: 2 };
     net.push("d", dense, &[0]).expect("net");
     let boxes = [(0.4, 1.0), (0.6, 1.0), (0.45, 0.9), (0.49, 0.8), (0.55, 0.7)];
     let props: Vec<Property> = boxes
@@ -101,7 +103,7 @@ pub fn attack_finds_hidden_counterexamples<B: Backend<T>, T: Fp>(be: &B) {
                     assert!(*l < 0.5, "box [{l}, {h}] is robust");
                     let x = cex.input[0] as f64;
                     assert!(x >= *l && x <= *h && cex.output[0] <= cex.output[1], "{cex:?}");
-                    assert!(crate::attack::check_f32(&net, &p.subproblems[0], &cex.input).is_some());
+                    assert!(crate::attack::check::check_f32(&net, &p.subproblems[0], &cex.input).is_some());
                 }
                 Verdict::Verified => assert!(*l > 0.5, "box [{l}, {h}] verified"),
                 v => panic!("box [{l}, {h}] (attack_first {attack_first}): {v:?}"),

@@ -4,13 +4,15 @@
 //! polycert_deeppoly::backend_conformance_tests!(polycert_backend_cpu::CpuBackend::default());
 //! ```
 
-use crate::analysis::{Analyzer, Options};
-use crate::backend::{Arith, Backend};
-use crate::eval::eval_all;
-use crate::ir::{Network, Shape};
-use crate::property::{InputBox, Property, Verdict};
+use crate::base::analyzer::Analyzer;
+use crate::base::backend::{Arith, Backend};
+use crate::base::eval::eval_all;
+use crate::base::ir::{Network, Shape};
+use crate::base::options::Options;
+use crate::base::property::{InputBox, Property, Verdict};
+use crate::base::rng::SplitMix;
 use crate::testnets::{
-    SplitMix, densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, two_two,
+    densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, two_two,
 };
 use polycert_interval::{FloatModel, Fp};
 
@@ -29,7 +31,7 @@ pub use stabilize::{
 /// The suite's options: the α/β search's relaxed bounds on the backend
 /// under test (its default picks the host for dense networks).
 pub(crate) fn opts(arith: Arith) -> Options {
-    Options { arith, relaxed_on: crate::RelaxedOn::Backend, ..Options::default() }
+    Options { arith, relaxed_on: crate::base::options::RelaxedOn::Backend, ..Options::default() }
 }
 
 /// The paper's 2-2-2-2 example: `u` of the second affine layer's first
@@ -59,7 +61,7 @@ pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith
     // Without early termination: rows stop at different steps otherwise.
     // (The point arithmetic's folded error grows with the inner length,
     // which densifying also changes: compare it in f64 only.)
-    let o = Options { network_float: crate::FloatModel::EXACT, early_termination: false, ..opts(arith) };
+    let o = Options { network_float: polycert_interval::FloatModel::EXACT, early_termination: false, ..opts(arith) };
     let a = Analyzer::<B, T>::new(&net, be, o.clone()).expect("prepare");
     let d = Analyzer::<B, T>::new(&dense, be, o).expect("prepare");
     let (bs, bd) = (a.node_bounds(&input).expect("sparse"), d.node_bounds(&input).expect("dense"));
@@ -86,7 +88,7 @@ fn random_box(rng: &mut SplitMix, n: usize, eps: f64) -> InputBox {
 }
 
 fn robust_label(net: &Network, input: &InputBox) -> usize {
-    let y = crate::eval::eval::<f64>(net, &input.centre());
+    let y = crate::base::eval::eval::<f64>(net, &input.centre());
     (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap_or(0)
 }
 
@@ -176,7 +178,8 @@ pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
 pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut net = Network::new(Shape::flat(1));
     let w = 1.0e38f32 as f64; // the f32 threshold is 2^127 ≈ 1.7e38
-    net.push("big", crate::Op::Dense { weight: vec![w, 1.0], bias: vec![0.0; 2], out: 2 }, &[0]).expect("valid");
+    net.push("big", crate::base::ir::Op::Dense { weight: vec![w, 1.0], bias: vec![0.0; 2], out: 2 }, &[0])
+        .expect("valid");
     let a = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare");
     let b = a.node_bounds(&InputBox::new(vec![1.0], vec![2.0]).expect("box")).expect("bounds");
     assert_eq!((b[1].0[0], b[1].1[0]), (f64::NEG_INFINITY, f64::INFINITY), "{:?}", b[1]);
@@ -205,7 +208,7 @@ pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
         // First, a property falsified at both sub-problems' box centres (its
         // unsafe region is every output): its hits must not reach the others.
         let mut all = Property::robustness("all", random_box(&mut rng, n_in, 0.002), 0, n_out).expect("prop");
-        all.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![0.0; n_out], 1.0)]];
+        all.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![0.0; n_out], 1.0)]];
         all.subproblems.push(all.subproblems[0].clone());
         let mut props = vec![all];
         for p in 0..6 {
@@ -252,7 +255,8 @@ pub fn softmax_margin_decides<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let net_for = |g: f64, softmax: bool| {
         let mut net = Network::new(Shape::flat(1));
         let b1 = (1.0 - g) as f32 as f64;
-        net.push("d", crate::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![1.0, b1], out: 2 }, &[0]).expect("net");
+        net.push("d", crate::base::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![1.0, b1], out: 2 }, &[0])
+            .expect("net");
         net.set_softmax_output(softmax);
         net
     };
@@ -284,7 +288,7 @@ pub fn zero_margin_is_never_verified<B: Backend<T>, T: Fp>(be: &B, arith: Arith)
     // (weights of y0 and y1 on x, biases): y0 − y1 = x − 0.5 on [0.5, 1], then y0 = y1 = x.
     for (w, b) in [([1.0, 0.0], [0.0, 0.5]), ([1.0, 1.0], [0.0, 0.0])] {
         let mut net = Network::new(Shape::flat(1));
-        net.push("d", crate::ir::Op::Dense { weight: w.to_vec(), bias: b.to_vec(), out: 2 }, &[0]).expect("net");
+        net.push("d", crate::base::ir::Op::Dense { weight: w.to_vec(), bias: b.to_vec(), out: 2 }, &[0]).expect("net");
         let prop = Property::robustness("p", InputBox::new(vec![0.5], vec![1.0]).expect("box"), 0, 2).expect("prop");
         // Exact network semantics make the bound exactly 0: only the strict test keeps it unproved.
         for (attack_steps, network_float) in [(0, FloatModel::EXACT), (0, FloatModel::F32), (20, FloatModel::F32)] {

@@ -2,15 +2,18 @@
 //! of a batch at once) against the host's row-by-row reference
 //! (`relaxed_bound::relaxed_bound`).
 
-use crate::analysis::{Analyzer, Options};
-use crate::backend::Backend;
-use crate::ir::{Op, Shape};
-use crate::lagrange::{Slopes, SlotBounds, SplitConstraint, free_slopes};
-use crate::property::InputBox;
-use crate::relax::{ReluLower, unstable};
-use crate::relaxed::{RelaxedRows, RowSpec};
-use crate::relaxed_bound::{Offsets, relaxed_bound};
-use crate::testnets::{SplitMix, random_mlp, random_resnet, random_slopes};
+use crate::base::analyzer::Analyzer;
+use crate::base::backend::Backend;
+use crate::base::ir::{Op, Shape};
+use crate::base::options::Options;
+use crate::base::property::InputBox;
+use crate::base::relax::Slopes;
+use crate::base::relax::{ReluLower, unstable};
+use crate::base::rng::SplitMix;
+use crate::crown::lagrange::{SlotBounds, SplitConstraint, free_slopes};
+use crate::crown::relaxed::{RelaxedRows, RowSpec};
+use crate::crown::relaxed_bound::{Offsets, relaxed_bound};
+use crate::testnets::{random_mlp, random_resnet, random_slopes};
 use polycert_interval::Fp;
 
 /// Per row of three slots (two rows each): random objective, split

@@ -2,22 +2,23 @@
 //! optimised slopes, and falsification inside the search.
 
 use super::opts;
-use crate::analysis::{Analyzer, Options};
-use crate::backend::{Arith, Backend};
-use crate::ir::{Network, Shape};
-use crate::property::{InputBox, Property, Verdict};
+use crate::base::analyzer::Analyzer;
+use crate::base::backend::{Arith, Backend};
+use crate::base::ir::{Network, Shape};
+use crate::base::options::Options;
+use crate::base::property::{InputBox, Property, Verdict};
 use polycert_interval::Fp;
 
 /// `y = relu(x) − relu(x)` on `x ∈ [−1, 1]`, and the property `y ≤ −1/4`.
 fn relu_difference() -> (Network, Property) {
     let mut net = Network::new(Shape::flat(1));
-    let d1 = net.push("d1", crate::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![0.0, 0.0], out: 2 }, &[0]);
-    let r = net.push("r", crate::ir::Op::Relu, &[d1.expect("d1")]).expect("relu");
+    let d1 = net.push("d1", crate::base::ir::Op::Dense { weight: vec![1.0, 1.0], bias: vec![0.0, 0.0], out: 2 }, &[0]);
+    let r = net.push("r", crate::base::ir::Op::Relu, &[d1.expect("d1")]).expect("relu");
     let w2 = vec![1.0, -1.0, 0.0, 0.0];
-    net.push("d2", crate::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("d2");
+    net.push("d2", crate::base::ir::Op::Dense { weight: w2, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("d2");
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
-    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], -0.25)]];
+    prop.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], -0.25)]];
     (net, prop)
 }
 
@@ -46,7 +47,7 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
 /// batch: no later property is searched.
 pub fn batch_streams_outcomes<B: Backend<T>, T: Fp>(be: &B) {
     let (net, prop) = relu_difference();
-    let progress = std::sync::Arc::new(crate::progress::Progress::default());
+    let progress = std::sync::Arc::new(crate::base::progress::Progress::default());
     let o = Options { progress: Some(progress.clone()), ..opts(Arith::Point) };
     let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
     let props = [&prop, &prop, &prop];
@@ -74,12 +75,12 @@ pub fn batch_streams_outcomes<B: Backend<T>, T: Fp>(be: &B) {
 
 /// `y = relu(s) − s/2` with `s = Σ x_i` over `[−1, 1]^17` (too many inputs
 /// to split them): `y = |s|/2 ≥ 0`, and the property excludes `y ≤ d`.
-fn relu_minus_half<B: Backend<T>, T: Fp>(be: &B) -> impl Fn(Options, f64) -> crate::property::Outcome + '_ {
+fn relu_minus_half<B: Backend<T>, T: Fp>(be: &B) -> impl Fn(Options, f64) -> crate::base::property::Outcome + '_ {
     let n = 17;
     let mut net = Network::new(Shape::flat(n));
     // s = Σ x; y = relu(s)·(1, 0) + s·(−1/2, 0) (no Concat: every layer
     // runs on the backends' batched relaxed bound too).
-    use crate::ir::Op::{Add, Dense, Relu};
+    use crate::base::ir::Op::{Add, Dense, Relu};
     let s = net.push("s", Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
     let r = net.push("r", Relu, &[s]).expect("relu");
     let a = net.push("a", Dense { weight: vec![1.0, 0.0], bias: vec![0.0; 2], out: 2 }, &[r]).expect("a");
@@ -88,7 +89,7 @@ fn relu_minus_half<B: Backend<T>, T: Fp>(be: &B) -> impl Fn(Options, f64) -> cra
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     move |o: Options, d: f64| {
         let mut p = Property::robustness("p", input.clone(), 0, 2).expect("prop");
-        p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], d)]];
+        p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], d)]];
         Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis")
     }
 }
@@ -104,7 +105,7 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let one_pass = run(Options { split_relus: false, ..fixed.clone() }, -0.25);
     assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
     assert!(one_pass.lower_bounds[0] < -8.0, "{:?}", one_pass.lower_bounds);
-    let progress = std::sync::Arc::new(crate::progress::Progress::default());
+    let progress = std::sync::Arc::new(crate::base::progress::Progress::default());
     let split = run(Options { progress: Some(progress.clone()), ..fixed.clone() }, -0.25);
     assert_eq!(split.verdict, Verdict::Verified);
     let s = split.search.expect("search ran");
@@ -125,13 +126,13 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     // y = relu(s) − relu(s'), s' = s another neuron: the leaf s ≤ 0 ≤ s'
     // needs the split constraints in the bound (β on s cancels s').
     let mut twin = Network::new(Shape::flat(n));
-    let d = twin.push("d", crate::ir::Op::Dense { weight: vec![1.0; 2 * n], bias: vec![0.0; 2], out: 2 }, &[0]);
-    let r = twin.push("r", crate::ir::Op::Relu, &[d.expect("d")]).expect("relu");
+    let d = twin.push("d", crate::base::ir::Op::Dense { weight: vec![1.0; 2 * n], bias: vec![0.0; 2], out: 2 }, &[0]);
+    let r = twin.push("r", crate::base::ir::Op::Relu, &[d.expect("d")]).expect("relu");
     let w = vec![1.0, -1.0, 0.0, 0.0];
-    twin.push("y", crate::ir::Op::Dense { weight: w, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
+    twin.push("y", crate::base::ir::Op::Dense { weight: w, bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut prop = Property::robustness("p", input, 0, 2).expect("prop");
-    prop.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], -0.25)]];
+    prop.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], -0.25)]];
     let got = Analyzer::<B, T>::new(&twin, be, fixed).expect("prepare").analyze(&prop);
     let got = got.expect("analysis");
     assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.search);
@@ -164,12 +165,14 @@ pub fn optimised_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
 pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     let n = 17;
     let mut net = Network::new(Shape::flat(n));
-    let s = net.push("s", crate::ir::Op::Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
-    let r = net.push("r", crate::ir::Op::Relu, &[s]).expect("relu");
-    net.push("y", crate::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.0], out: 2 }, &[r]).expect("y");
+    let s =
+        net.push("s", crate::base::ir::Op::Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", crate::base::ir::Op::Relu, &[s]).expect("relu");
+    net.push("y", crate::base::ir::Op::Dense { weight: vec![1.0, 0.0], bias: vec![0.0, 0.0], out: 2 }, &[r])
+        .expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![-1.0, 0.0], -16.5)]];
+    p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![-1.0, 0.0], -16.5)]];
     let o = Options { attack_steps: 0, ..opts(Arith::Point) };
     let got = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
@@ -185,12 +188,14 @@ pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
 pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     let n = 17;
     let mut net = Network::new(Shape::flat(n));
-    let s = net.push("s", crate::ir::Op::Dense { weight: vec![1.0; n], bias: vec![-15.0], out: 1 }, &[0]).expect("s");
-    let r = net.push("r", crate::ir::Op::Relu, &[s]).expect("relu");
-    net.push("y", crate::ir::Op::Dense { weight: vec![-1.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r]).expect("y");
+    let s =
+        net.push("s", crate::base::ir::Op::Dense { weight: vec![1.0; n], bias: vec![-15.0], out: 1 }, &[0]).expect("s");
+    let r = net.push("r", crate::base::ir::Op::Relu, &[s]).expect("relu");
+    net.push("y", crate::base::ir::Op::Dense { weight: vec![-1.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r])
+        .expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
+    p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let one_leaf = Options { max_relu_leaves: 1, ..opts(Arith::Point) };
     let got = run(one_leaf.clone());
@@ -208,14 +213,14 @@ pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
 /// budget of one leaf) runs its restarts; without the search, or without
 /// attacks, the property stays unknown.
 pub fn restarts_falsify_a_sliver<B: Backend<T>, T: Fp>(be: &B) {
-    use crate::ir::Op::{Dense, Relu};
+    use crate::base::ir::Op::{Dense, Relu};
     let mut net = Network::new(Shape::flat(2));
     let s = net.push("s", Dense { weight: vec![1.0, 0.0], bias: vec![-0.9375], out: 1 }, &[0]).expect("s");
     let r = net.push("r", Relu, &[s]).expect("relu");
     net.push("y", Dense { weight: vec![-64.0, 0.0], bias: vec![1.0, 0.0], out: 2 }, &[r]).expect("y");
     let input = InputBox::new(vec![-1.0; 2], vec![1.0; 2]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
+    p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let one_leaf = Options { max_leaves: 1, ..opts(Arith::Point) };
     let got = run(one_leaf.clone());
@@ -235,7 +240,7 @@ pub fn restarts_falsify_a_sliver<B: Backend<T>, T: Fp>(be: &B) {
 /// slopes for `q`'s lower end (½ on `relu(s)`) make `q ≥ −ε`, and the root
 /// leaf proves `y ≤ −1` infeasible before any split.
 pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
-    use crate::ir::Op::{Concat, Dense, Relu};
+    use crate::base::ir::Op::{Concat, Dense, Relu};
     let n = 17;
     let mut net = Network::new(Shape::flat(n));
     let s = net.push("s", Dense { weight: vec![1.0; n], bias: vec![0.0], out: 1 }, &[0]).expect("s");
@@ -247,7 +252,7 @@ pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
     net.push("y", Dense { weight: vec![1.0, -1.0, 0.0, 0.0], bias: vec![0.0; 2], out: 2 }, &[both]).expect("y");
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
-    p.subproblems[0].unsafe_region = vec![vec![crate::property::Halfspace::new(vec![1.0, 0.0], -1.0)]];
+    p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], -1.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let one_leaf = Options { max_relu_leaves: 1, attack_steps: 0, optimize_intermediate: true, ..opts(Arith::Point) };
     let got = run(one_leaf.clone());
@@ -262,8 +267,8 @@ pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
 /// `y = relu(q)` with `q = relu(s) − s/2` and `s = x` (one input): the
 /// network of the refinement cases below, with the nodes `[s, r, q]`
 /// (`r = relu(s)`).
-fn refinement_net() -> (Network, [crate::ir::NodeId; 3]) {
-    use crate::ir::Op::{Concat, Dense, Relu};
+fn refinement_net() -> (Network, [crate::base::ir::NodeId; 3]) {
+    use crate::base::ir::Op::{Concat, Dense, Relu};
     let mut net = Network::new(Shape::flat(1));
     let s = net.push("s", Dense { weight: vec![1.0], bias: vec![0.0], out: 1 }, &[0]).expect("s");
     let r = net.push("r", Relu, &[s]).expect("relu");
@@ -281,13 +286,13 @@ fn refinement_net() -> (Network, [crate::ir::NodeId; 3]) {
 /// its table changes nothing: `q ≤ ½` either way. A slot without tables in the same batch keeps `−½`, and
 /// afterwards the ReLU's lower slopes are the relaxation's own again.
 pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
-    use crate::forward::Step;
+    use crate::gpupoly::forward::Step;
     let (net, [s, r, q]) = refinement_net();
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
-    let mut half: crate::lagrange::Slopes = vec![Vec::new(); net.nodes().len()];
+    let mut half: crate::base::relax::Slopes = vec![Vec::new(); net.nodes().len()];
     half[r] = vec![0.5];
-    let mut inter: crate::lagrange::LayerSlopes = vec![[None, None]; net.nodes().len()];
+    let mut inter: crate::base::relax::LayerSlopes = vec![[None, None]; net.nodes().len()];
     inter[q] = [Some(half.clone()), Some(half)];
     let mut st = a.forward_pass(&[&input, &input]).expect("forward");
     a.refine_all(&mut st, &[0, 1], &[], &[Some(&inter), None], None, None).expect("refine");
@@ -302,7 +307,7 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
     let got = be.download(lam_lo).expect("download");
     let b = &st.bounds[s];
     for (k, &g) in got.iter().enumerate() {
-        assert_eq!(g, crate::relax::relu_relax(b.lo[k], b.hi[k], a.opts.relu_lower).lam_lo, "slot {k}");
+        assert_eq!(g, crate::base::relax::relu_relax(b.lo[k], b.hi[k], a.opts.relu_lower).lam_lo, "slot {k}");
     }
 }
 
@@ -312,7 +317,8 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
 /// root slot beside it is refined all the same, and the gate's probe
 /// refines the leaf too and measures it.
 pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
-    use crate::gate::{PROBE_EVERY, RefineGate, WARMUP};
+    use crate::bab::gate::{PROBE_EVERY, RefineGate, WARMUP};
+    use crate::gpupoly::passes::LayerGate;
     let (net, [s, _, q]) = refinement_net();
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
@@ -346,10 +352,10 @@ pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
 /// A random 24-40-40-40-5 MLP (`seed`) and the robustness of its label at
 /// a random point over the box of radius `eps` around it.
 fn mlp_robustness(seed: u64, eps: f64) -> (Network, Property) {
-    let mut rng = crate::testnets::SplitMix(seed);
+    let mut rng = crate::base::rng::SplitMix(seed);
     let net = crate::testnets::random_mlp(&mut rng, &[24, 40, 40, 40, 5]);
     let c: Vec<f64> = (0..24).map(|_| rng.unit()).collect();
-    let y = crate::eval::eval::<f64>(&net, &c);
+    let y = crate::base::eval::eval::<f64>(&net, &c);
     let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).expect("outputs");
     let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).expect("box");
     let prop = Property::robustness("p", input, label, y.len()).expect("prop");
@@ -374,7 +380,7 @@ pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
         };
         Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis")
     };
-    let (h, r) = (run(crate::RelaxedOn::Host), run(crate::RelaxedOn::HostRows));
+    let (h, r) = (run(crate::base::options::RelaxedOn::Host), run(crate::base::options::RelaxedOn::HostRows));
     let (hs, rs) = (h.search.expect("search ran"), r.search.expect("search ran"));
     assert!(matches!(h.verdict, Verdict::Falsified(_)), "{:?} {hs:?}", h.verdict);
     assert_eq!(h.verdict, r.verdict);
@@ -414,7 +420,7 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     let o = Options { max_relu_leaves: 0, search_workers: Some(2), ..opts(Arith::Point) };
     let r = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
     let s0 = r.search.expect("search ran");
-    let roots = crate::split::weakest(&prop.subproblems[0].unsafe_region, &r.lower_bounds);
+    let roots = crate::base::property::weakest(&prop.subproblems[0].unsafe_region, &r.lower_bounds);
     assert!(s0.leaves_proved == 0 && s0.leaves_open == 4 && roots.is_finite() && roots <= 0.0, "{s0:?} {r:?}");
     assert_eq!(s0.best_bound, roots, "{s0:?}");
     // With no search memory, every child keeps only its root's bounds,

@@ -1,11 +1,11 @@
 //! Stabilisation's case (`stabilize.rs`): intermediate bounds by search.
 
 use super::opts;
-use crate::analysis::Analyzer;
-use crate::backend::{Arith, Backend};
-use crate::ir::Op::{Concat, Dense, Relu};
-use crate::ir::{Network, Shape};
-use crate::property::{Halfspace, InputBox, Property, SubProblem, Verdict};
+use crate::base::analyzer::Analyzer;
+use crate::base::backend::{Arith, Backend};
+use crate::base::ir::Op::{Concat, Dense, Relu};
+use crate::base::ir::{Network, Shape};
+use crate::base::property::{Halfspace, InputBox, Property, SubProblem, Verdict};
 use polycert_interval::Fp;
 
 /// 17 inputs in `[−1, 1]`, `s = Σx`, `r = relu(s)`,
@@ -52,7 +52,7 @@ pub fn stabilize_continues_from_its_start<B: Backend<T>, T: Fp>(be: &B) {
     let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
     let start = a.stable_prior(&input, None, None).expect("first stabilisation");
     let again = a.stable_prior(&input, None, Some(&start)).expect("second stabilisation");
-    let (first, got) = (crate::batch::bounds_f64(start), crate::batch::bounds_f64(again));
+    let (first, got) = (crate::base::bounds::bounds_f64(start), crate::base::bounds::bounds_f64(again));
     let l2 = first[q].0[2];
     assert!((-1.0938..=-8.75 / 8.0).contains(&l2), "the first stabilisation halves q_2's lower bound 3 times: {l2}");
     assert_eq!((got[q].0[0], got[q].1[0]), (0.0, first[q].1[0]), "q_0 stays proved positive");
@@ -84,7 +84,7 @@ pub fn stabilize_from_a_start_passes_spent_layers<B: Backend<T>, T: Fp>(be: &B) 
     let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
     let first = a.stable_prior(&input, None, None).expect("first stabilisation");
     let again = a.stable_prior(&input, None, Some(&first)).expect("second stabilisation");
-    let (first, got) = (crate::batch::bounds_f64(first), crate::batch::bounds_f64(again));
+    let (first, got) = (crate::base::bounds::bounds_f64(first), crate::base::bounds::bounds_f64(again));
     assert!(first[q].0[0] < -8.0, "the first stops at `a`: q_0 ≥ {}", first[q].0[0]);
     assert_eq!((first[half].0[0], first[half].1[0]), (got[half].0[0], got[half].1[0]), "a gives nothing");
     assert_eq!(got[q].0[0], 0.0, "from a start, q_0 is proved positive");
@@ -94,7 +94,7 @@ pub fn stabilize_from_a_start_passes_spent_layers<B: Backend<T>, T: Fp>(be: &B) 
 fn unit_box_without_pgd<'a, B: Backend<T>, T: Fp>(net: &'a Network, be: &'a B) -> (InputBox, Analyzer<'a, B, T>) {
     let n = net.input_shape().numel();
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let no_pgd = crate::Options { attack_steps: 0, ..opts(Arith::Point) };
+    let no_pgd = crate::base::options::Options { attack_steps: 0, ..opts(Arith::Point) };
     (input, Analyzer::new(net, be, no_pgd).expect("prepare"))
 }
 
@@ -126,9 +126,16 @@ pub fn stabilize_modes_agree<B: Backend<T>, T: Fp>(be: &B) {
         subproblems: vec![SubProblem { input: input.clone(), unsafe_region: vec![vec![Halfspace::new(vec![1.0], d)]] }],
         label: None,
     };
-    for mode in [crate::Stabilize::Off, crate::Stabilize::Auto, crate::Stabilize::On] {
-        let o =
-            crate::Options { stabilize: mode, timeout: Some(std::time::Duration::from_secs(60)), ..opts(Arith::Point) };
+    for mode in [
+        crate::base::options::Stabilize::Off,
+        crate::base::options::Stabilize::Auto,
+        crate::base::options::Stabilize::On,
+    ] {
+        let o = crate::base::options::Options {
+            stabilize: mode,
+            timeout: Some(std::time::Duration::from_secs(60)),
+            ..opts(Arith::Point)
+        };
         let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
         let holds = a.analyze(&prop(0.2)).expect("y > 0.2");
         assert_eq!(holds.verdict, Verdict::Verified, "{mode:?}: y > 0.2");

@@ -1,6 +1,6 @@
 //! A final Softmax is dropped: the IR network computes the logits and is
 //! marked (`Network::set_softmax_output`), so that the analysis checks
-//! comparisons of outputs with a float margin (`polycert_deeppoly::softmax`).
+//! comparisons of outputs with a float margin (`polycert_deeppoly::base::softmax`).
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 use crate::tensor::norm_axis;

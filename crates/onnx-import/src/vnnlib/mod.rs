@@ -479,7 +479,7 @@ fn tighter(slot: &mut Option<Bound>, b: &Bound, upper: bool) {
 
 /// The analysis's box (each stated bound rounded outward to f64) with the
 /// float32 inputs inside the stated box.
-fn stated_box(lo: &[Bound], hi: &[Bound]) -> Result<InputBox, polycert_deeppoly::property::PropertyError> {
+fn stated_box(lo: &[Bound], hi: &[Bound]) -> Result<InputBox, polycert_deeppoly::base::property::PropertyError> {
     let lo64 = lo.iter().map(|b| exact::f64_down(&b.v)).collect();
     let hi64 = hi.iter().map(|b| exact::f64_up(&b.v)).collect();
     let lo32 = lo.iter().map(|b| exact::f32_above(&b.v, b.strict)).collect();

@@ -7,7 +7,7 @@
 
 use crate::common::kernels::{conv_layer, conv_scatter, planes, prod, q, vals};
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::{Backend, ConvParams, FloatModel, Geom, ReluParams, Shape};
 use polycert_interval::Fp;
 use rug::Rational;

@@ -16,7 +16,8 @@
 //! onnxruntime in `ops_onnxruntime`).
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::testnets::{SplitMix, random_maxpool, random_mlp, random_pool_concat, random_resnet};
+use polycert_deeppoly::base::rng::SplitMix;
+use polycert_deeppoly::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet};
 use polycert_deeppoly::{
     Analyzer, Arith, Backend, Halfspace, InputBox, Network, Op, Options, Property, RelaxedOn, Shape, SubProblem,
     Verdict,

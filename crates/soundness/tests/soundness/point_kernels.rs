@@ -16,7 +16,7 @@
 use crate::common::kernels::{conv_layer, conv_scatter, placed, rand_geom, rand_shape};
 use crate::common::{ExactSum, Ext, TF, rat, rd};
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::{Backend, ConvParams, Geom, Magnitudes, Pool, PoolParams, ReluParams, Shape};
 use rug::Rational;
 

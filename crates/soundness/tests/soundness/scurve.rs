@@ -6,8 +6,8 @@
 //! with and without the deployed tolerance (values clamped to `[0, 1]`).
 //! `SCURVE_CASES` intervals per precision (default 10^5).
 
-use polycert_deeppoly::scurve::{SIGMOID_TOLERANCE, sigmoid_relax};
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
+use polycert_deeppoly::base::scurve::{SIGMOID_TOLERANCE, sigmoid_relax};
 use polycert_interval::Fp;
 use rug::{Float, Rational};
 

@@ -3,7 +3,7 @@
 //! drawn from deeppoly's `SplitMix`, random conv layers and the exact
 //! scatter of a windowed row through a conv.
 
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::{Conv2d, Geom, Shape};
 use polycert_interval::Fp;
 use rug::Rational;

@@ -40,11 +40,11 @@ pub fn config() -> ProptestConfig {
 /// A small deterministic generator (SplitMix64) for choices made inside a
 /// property from a proptest-provided seed (sample points, permutations).
 #[derive(Debug, Clone)]
-pub struct SplitMix(polycert_deeppoly::testnets::SplitMix);
+pub struct SplitMix(polycert_deeppoly::base::rng::SplitMix);
 
 impl SplitMix {
     pub fn new(seed: u64) -> Self {
-        SplitMix(polycert_deeppoly::testnets::SplitMix(seed ^ 0x9E37_79B9_7F4A_7C15))
+        SplitMix(polycert_deeppoly::base::rng::SplitMix(seed ^ 0x9E37_79B9_7F4A_7C15))
     }
 
     pub fn next_u64(&mut self) -> u64 {

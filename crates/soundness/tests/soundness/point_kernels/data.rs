@@ -3,7 +3,7 @@
 
 use crate::common::kernels::{placed, rand_geom, rand_shape};
 use crate::common::{ExactSum, TF, pow2, ru};
-use polycert_deeppoly::testnets::SplitMix;
+use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::{Geom, Shape};
 
 /// Exponents `2^96 ≈ 1e29` of the big and small scales.

@@ -1,0 +1,7 @@
+//! Falsification: float32 confirmation of candidate counterexamples, PGD on
+//! the backend (batched over properties and restarts), and the corner
+//! attacks on search leaves.
+
+pub mod check;
+pub(crate) mod falsify;
+pub mod pgd;

@@ -1,0 +1,231 @@
+//! A search's children: both halves of an input-split leaf's box, and both
+//! sides of the ReLU that BaBSR's scores pick in a ReLU-split leaf.
+
+use crate::attack::falsify::LeafView;
+use crate::bab::picks::Picks;
+use crate::bab::search::{Leaf, Start};
+use crate::base::analyzer::{AnalysisError, Analyzer};
+use crate::base::backend::Backend;
+use crate::base::bounds::NodeBounds;
+use crate::base::property::{Counterexample, SubProblem, nearest_halfspace, weakest};
+use crate::base::relax::Slopes;
+use crate::crown::lagrange::SplitConstraint;
+use polycert_interval::Fp;
+use std::sync::Arc;
+
+/// The most splits of a leaf that refines with its root's slope tables
+/// (`tighten.rs`); deeper leaves keep what they inherit through their prior
+/// bounds. The tables are the root's, and deep leaves' own bounds have moved
+/// away from it: on an H200, 256x4 prop_3_0.03 took 98,555 leaves with 12,
+/// 114,978 with 6 and 138,305 without tables; with 6 a 256x6 search proved
+/// no leaf in 20 s.
+const TABLE_DEPTH: usize = 12;
+
+impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
+    /// Both halves of each open leaf, and the leaves that could not be halved.
+    pub(crate) fn input_children(
+        &self,
+        sps: &[&SubProblem],
+        lbs: &[&[f64]],
+        todo: &[usize],
+        bounds: &mut [Option<NodeBounds<T>>],
+        (slopes, weak): (&[Option<Arc<Slopes>>], &[f64]),
+        leaves: &[Leaf<T>],
+    ) -> Result<(Vec<Leaf<T>>, Vec<usize>), AnalysisError> {
+        let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
+        let dims = self.split_dims(sps, lbs)?;
+        for ((((sp, d), &i), slopes), &weakest) in sps.iter().zip(dims).zip(todo).zip(slopes).zip(weak) {
+            let h = halves(sp, d);
+            if h.is_empty() {
+                stuck.push(i);
+                continue;
+            }
+            let root = leaves[i].root;
+            let parent = bounds[i].take().map(Arc::new);
+            let held = parent.as_deref().map_or(0, |b| inherited_bytes(b, slopes.as_deref())) / h.len();
+            out.extend(h.into_iter().map(|sp| Leaf {
+                sp: Arc::new(sp),
+                prior: parent.clone(),
+                after: None,
+                splits: Vec::new(),
+                betas: Vec::new(),
+                slopes: slopes.clone(),
+                inter: None,
+                weakest,
+                pick: None,
+                root,
+                held,
+                from_root: false,
+            }));
+        }
+        Ok((out, stuck))
+    }
+
+    /// Both sides of the chosen ReLU of each open leaf, and the leaves with
+    /// no unstable ReLU left (or a counterexample one of them gives).
+    pub(crate) fn relu_children(
+        &self,
+        sps: &[&SubProblem],
+        lbs: &[&[f64]],
+        todo: &[usize],
+        bounds: &mut [Option<NodeBounds<T>>],
+        (leaves, warm, proofs_only): (&[Leaf<T>], &[Start], bool),
+        picks: &mut Picks,
+    ) -> Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample> {
+        use rayon::prelude::*;
+        let _p = crate::base::profile::span("branch.choose");
+        let lower = self.opts.relu_lower;
+        let net = self.net;
+        // The leaves with bounds and an open half-space, a block of lanes
+        // per backward pass (`babsr.rs`); the others have no candidate.
+        let scored: Vec<(usize, crate::bab::babsr::LeafObjective<'_, T>)> = sps
+            .iter()
+            .zip(lbs)
+            .zip(todo)
+            .enumerate()
+            .filter_map(|(k, ((sp, l), &i))| Some((k, (bounds[i].as_ref()?, &nearest_halfspace(sp, l)?.1.c[..]))))
+            .collect();
+        let mut chosen: Vec<Vec<crate::bab::branch::ReluSplit>> = vec![Vec::new(); sps.len()];
+        // Blocks as full as keeps every thread busy.
+        let block = scored.len().div_ceil(rayon::current_num_threads().max(1)).clamp(1, crate::bab::babsr::LANES);
+        let blocks: Vec<Vec<Vec<crate::bab::branch::ReluSplit>>> = scored
+            .par_chunks(block)
+            .map(|block| {
+                let leaves: Vec<crate::bab::babsr::LeafObjective<'_, T>> = block.iter().map(|&(_, x)| x).collect();
+                crate::bab::branch::relu_candidates(net, &leaves, lower)
+            })
+            .collect();
+        for (&(k, _), cands) in scored.iter().zip(blocks.into_iter().flatten()) {
+            chosen[k] = cands;
+        }
+        let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
+        for ((((sp, cands), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
+            // The children's bound until they are analysed: their parent's.
+            let parent_weakest = weakest(&sp.unsafe_region, l);
+            let Some(b) = bounds[i].take() else {
+                stuck.push(i);
+                continue;
+            };
+            if cands.is_empty() {
+                stuck.push(i);
+                if proofs_only {
+                    continue;
+                }
+                let (betas, slopes) = (&warm.0[..], warm.1.as_deref());
+                let view = LeafView { sp, lbs: l, bounds: &b, splits: &leaves[i].splits, betas, slopes };
+                match self.exact_leaf_corner(&view) {
+                    Some(c) => return Err(c),
+                    None => continue,
+                }
+            }
+            picks.parents += 1;
+            let cands = match picks.only() {
+                Some(k) if cands.len() > 1 => vec![cands[k]],
+                _ => cands,
+            };
+            // Every child shares these bounds until it is analysed.
+            let held = inherited_bytes(&b, warm.1.as_deref()) / (2 * cands.len());
+            let parent = Arc::new(b);
+            let shared = Arc::new((*sp).clone());
+            for (k, &s) in cands.iter().enumerate() {
+                let pick = (cands.len() > 1).then_some((picks.parents, k));
+                for active in [true, false] {
+                    let mut splits = leaves[i].splits.clone();
+                    splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
+                    let (prior, after, betas, slopes) =
+                        (Some(parent.clone()), Some(s.node), warm.0.clone(), warm.1.clone());
+                    let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
+                    let sp = shared.clone();
+                    let weakest = parent_weakest;
+                    let root = leaves[i].root;
+                    out.push(Leaf {
+                        sp,
+                        prior,
+                        after,
+                        splits,
+                        betas,
+                        slopes,
+                        inter,
+                        weakest,
+                        pick,
+                        root,
+                        held,
+                        from_root: false,
+                    });
+                }
+            }
+        }
+        Ok((out, stuck))
+    }
+
+    /// Per leaf, the input to cut: the largest smear of the half-space
+    /// nearest to closing the weakest disjunct, else the widest input.
+    fn split_dims(&self, sps: &[&SubProblem], lbs: &[&[f64]]) -> Result<Vec<usize>, AnalysisError> {
+        let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
+        let (mut xs, mut seeds) = (Vec::with_capacity(sps.len() * n_in), Vec::with_capacity(sps.len() * n_out));
+        for (sp, l) in sps.iter().zip(lbs) {
+            xs.extend(sp.input.centre());
+            let h = nearest_halfspace(sp, l);
+            seeds.extend(h.map_or(vec![0.0; n_out], |(_, h)| h.c.clone()));
+        }
+        // Gradients steer the search only; a backend failure falls back to widths.
+        let grads = self.input_gradients(&xs, &seeds, sps.len()).unwrap_or_else(|_| vec![0.0; xs.len()]);
+        Ok(sps
+            .iter()
+            .enumerate()
+            .map(|(k, sp)| {
+                let w: Vec<f64> = sp.input.lo.iter().zip(&sp.input.hi).map(|(l, h)| h - l).collect();
+                let g = &grads[k * n_in..(k + 1) * n_in];
+                let smear = |i: usize| (g[i].abs() * w[i], w[i]);
+                (0..n_in)
+                    .filter(|&i| midpoint(sp.input.lo[i], sp.input.hi[i]).is_some())
+                    .max_by(|&a, &b| smear(a).partial_cmp(&smear(b)).unwrap_or(std::cmp::Ordering::Equal))
+                    .unwrap_or(0)
+            })
+            .collect())
+    }
+}
+
+/// The two halves of `sp` cut at the midpoint of input `d` (none when the
+/// midpoint is an end: the box cannot be cut there).
+fn halves(sp: &SubProblem, d: usize) -> Vec<SubProblem> {
+    let Some(mid) = midpoint(sp.input.lo[d], sp.input.hi[d]) else {
+        return Vec::new();
+    };
+    let (mut a, mut b) = (sp.clone(), sp.clone());
+    a.input.hi[d] = mid;
+    b.input.lo[d] = mid;
+    vec![a, b]
+}
+
+/// The midpoint of `[l, h]` where it lies strictly inside (an input that
+/// can be cut there).
+fn midpoint(l: f64, h: f64) -> Option<f64> {
+    let mid = l + (h - l) / 2.0;
+    (mid > l && mid < h).then_some(mid)
+}
+
+/// The bytes of a parent's node bounds `b` and slopes that its children
+/// share (`Leaf::held`).
+fn inherited_bytes<T>(b: &NodeBounds<T>, slopes: Option<&Slopes>) -> usize {
+    let slopes = slopes.map_or(0, |s| s.iter().map(Vec::len).sum::<usize>() * std::mem::size_of::<f64>());
+    b.iter().map(|(l, h)| l.len() + h.len()).sum::<usize>() * std::mem::size_of::<T>() + slopes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::property::{InputBox, Property};
+
+    #[test]
+    fn halves_cover_the_box_and_stop_at_float_resolution() {
+        let p =
+            Property::robustness("p", InputBox::new(vec![0.0, -1.0], vec![1.0, 3.0]).expect("box"), 0, 2).expect("p");
+        let h = halves(&p.subproblems[0], 1);
+        assert_eq!((h[0].input.lo[1], h[0].input.hi[1], h[1].input.lo[1], h[1].input.hi[1]), (-1.0, 1.0, 1.0, 3.0));
+        assert_eq!((h[0].input.lo[0], h[1].input.hi[0]), (0.0, 1.0));
+        let tiny = InputBox::new(vec![1.0], vec![1.0f64.next_up()]).expect("box");
+        let q = Property::robustness("q", tiny, 0, 2).expect("q");
+        assert!(halves(&q.subproblems[0], 0).is_empty());
+    }
+}

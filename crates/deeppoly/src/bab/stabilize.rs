@@ -1,0 +1,326 @@
+//! Stabilisation: intermediate bounds by search, at a ReLU search's root.
+//!
+//! DeepPoly's intermediate bounds on deep MLPs call many ReLU inputs
+//! unstable that no input of the box drives across 0 (256x6 MNIST,
+//! prop_0_0.03: 24 of the second layer's 67 and at least 83 of the third
+//! layer's 121). α,β-CROWN tightens those layers with a MIP solver; here
+//! each end of such an input, `x_i > 0` or `x_i < 0`, is a property of the
+//! network cut after that layer (`Network::prefix`), attacked first (a hit
+//! shows the input really changes sign) and then searched with a small
+//! budget from the bounds found so far. A proved end clamps the bound to 0,
+//! the later layers are refined again, and the next layer follows.
+//!
+//! **Why it is sound.** A proved end is a verdict of the same sound search
+//! on the same semantics (the cut network's output is the layer's input,
+//! bounded for exact and float inference alike), over the same box and
+//! from bounds that hold over it. Ends not proved keep their bounds.
+
+use crate::bab::search::{Branching, RootTally, Search};
+use crate::base::analyzer::{AnalysisError, Analyzer};
+use crate::base::backend::Backend;
+use crate::base::bounds::NodeBounds;
+use crate::base::ir::Op;
+use crate::base::property::SearchStats;
+use crate::base::property::{Halfspace, InputBox, SubProblem};
+use crate::gpupoly::forward::RunState;
+use polycert_interval::Fp;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The share of a search's time that stabilisation may take.
+const SHARE: f64 = 0.25;
+/// The share of its first rung that `Stabilize::Auto`'s plain search has
+/// before the root is stabilised and the search starts again.
+const PLAIN_SHARE: f64 = 0.1;
+/// `Stabilize::Auto`'s first rung: a plain search, a stabilisation and a
+/// search within this much time, before the last stabilisation has a share
+/// of all the time left. On an H100 with a 20 s timeout, 256x4 prop_4_0.05
+/// was proved in 6.6 s, and in 56-63 s with the whole 300 s staged at once.
+const QUICK_RUNG: Duration = Duration::from_secs(25);
+
+/// How `Stabilize::Auto`'s first rung ended.
+pub(crate) enum Rung<T> {
+    Decided(Search),
+    /// Stabilise for the last search, from these bounds where given.
+    Stabilize(Option<Arc<NodeBounds<T>>>),
+}
+
+/// The most leaves per unstable input a layer's search analyses when no
+/// deadline bounds it.
+const END_LEAVES: usize = 128;
+/// The most leaves per unstable input a layer's search analyses again
+/// within its time share.
+const MAX_END_LEAVES: usize = 8 * 1024;
+/// Layers with more unstable inputs than this are left as they are.
+const MAX_UNSTABLE: usize = 512;
+/// How many times an end that really changes sign has its bound halved.
+const HALVINGS: usize = 3;
+
+/// A layer's input `i` is above (`s = +1`) or below (`s = −1`) `t` over
+/// the box: `t = 0` makes it stable, another `t` (half its bound) narrows
+/// an input that really changes sign.
+type End = (usize, f64, f64);
+
+impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
+    /// `Stabilize::Auto`'s stages before its last stabilisation, within
+    /// [`QUICK_RUNG`] of the time to `deadline`: a plain search on a tenth
+    /// of it, then (where that rung ends before `deadline`) a stabilisation
+    /// and a search within the rung. A sub-problem they decide is answered;
+    /// else the last stabilisation starts from the rung's bounds, if any.
+    pub(crate) fn quick_rung(
+        &self,
+        sp: &SubProblem,
+        lbs: &[f64],
+        deadline: Instant,
+        stats: &mut SearchStats,
+    ) -> Result<Rung<T>, AnalysisError> {
+        let now = Instant::now();
+        let quick = now + deadline.saturating_duration_since(now).min(QUICK_RUNG);
+        let plain = now + quick.saturating_duration_since(now).mul_f64(PLAIN_SHARE);
+        if let Some(r) = self.stage((sp, lbs), None, plain, deadline, stats)? {
+            return Ok(Rung::Decided(r));
+        }
+        if quick >= deadline {
+            return Ok(Rung::Stabilize(None));
+        }
+        let start = match self.stable_prior(&sp.input, Some(quick), None) {
+            Ok(b) => Arc::new(b),
+            // Out of the rung's time: the last stabilisation starts afresh.
+            Err(AnalysisError::Timeout) => return Ok(Rung::Stabilize(None)),
+            Err(e) => return Err(e),
+        };
+        if let Some(r) = self.stage((sp, lbs), Some(start.clone()), quick, deadline, stats)? {
+            return Ok(Rung::Decided(r));
+        }
+        Ok(Rung::Stabilize(Some(start)))
+    }
+
+    /// A search from the roots' bounds `prior` until `until`: its answer,
+    /// unless it left the sub-problem open with time to `deadline` to spare.
+    /// Its leaves proved count in `stats`.
+    fn stage(
+        &self,
+        root: (&SubProblem, &[f64]),
+        prior: Option<Arc<NodeBounds<T>>>,
+        until: Instant,
+        deadline: Instant,
+        stats: &mut SearchStats,
+    ) -> Result<Option<Search>, AnalysisError> {
+        let mut first = SearchStats::default();
+        let r = self.search_from(root, (prior, None), Some(until), &mut first, &mut RootTally::default())?;
+        stats.branching = first.branching;
+        stats.leaves_proved += first.leaves_proved;
+        if matches!(r, Search::Open { .. }) && Instant::now() < deadline {
+            return Ok(None);
+        }
+        stats.leaves_open += first.leaves_open;
+        stats.best_bound = stats.best_bound.min(first.best_bound);
+        Ok(Some(r))
+    }
+
+    /// Whether `Stabilize::Auto` stabilises this network's ReLU searches:
+    /// networks without convolutions (measured on the MNIST MLPs; the
+    /// ResNets' searches that the default wins take up to 265 s of 300).
+    pub(crate) fn stages_stabilization(&self) -> bool {
+        !self.net.nodes().iter().any(|n| matches!(n.op, Op::Conv2d(_) | Op::AvgPool2d(_) | Op::MaxPool2d(_)))
+    }
+
+    /// A ReLU search root's node bounds: both passes' (within `start`, bounds
+    /// that hold over the box), with the unstable ReLU inputs proved stable
+    /// clamped at 0, layer by layer (see the module's notes), within
+    /// `SHARE` of the time to `deadline`.
+    pub(crate) fn stable_prior(
+        &self,
+        input: &InputBox,
+        deadline: Option<Instant>,
+        start: Option<&NodeBounds<T>>,
+    ) -> Result<NodeBounds<T>, AnalysisError> {
+        let _p = crate::base::profile::span("stabilize");
+        let now = Instant::now();
+        let stage = deadline.map(|d| now + d.saturating_duration_since(now).mul_f64(SHARE));
+        let mut st = self.refined_root(input, start, deadline)?;
+        let live = crate::base::progress::Progress::stabilizing(self.opts.progress.as_deref());
+        let nodes = self.net.nodes();
+        let last = nodes.len() - 1;
+        // The first ReLU's input is affine in the box: its bounds are tight.
+        let relus: Vec<usize> = (0..nodes.len()).filter(|&r| nodes[r].op == Op::Relu).skip(1).collect();
+        for (k, &r) in relus.iter().enumerate() {
+            let now = Instant::now();
+            if stage.is_some_and(|s| now >= s) || st.empty[0] {
+                break;
+            }
+            // Each layer gets an equal share of the time left.
+            let until = stage.map(|s| now + s.saturating_duration_since(now) / (relus.len() - k) as u32);
+            let p = nodes[r].inputs[0];
+            let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
+            let unstable: Vec<usize> = (0..lo.len()).filter(|&i| crate::base::relax::unstable(lo[i], hi[i])).collect();
+            if unstable.is_empty() {
+                continue;
+            }
+            let t0 = Instant::now();
+            live.layer(p, unstable.len());
+            let (proved, reached) = match self.stable_ends(&st, input, (p, &unstable), (stage, until)) {
+                Ok(p) => p,
+                // A failure (out of memory) keeps the bounds found so far.
+                Err(_) => break,
+            };
+            let stable = proved.iter().filter(|e| e.2 == 0.0).count();
+            if crate::base::profile::on() {
+                let (u, t, m) = (unstable.len(), t0.elapsed(), proved.len() - stable);
+                eprintln!(
+                    "stabilize node {p}: {stable} of {u} unstable proved stable in {t:.2?} ({reached} ends reached \
+                     by attacks; {m} bounds halved)"
+                );
+            }
+            live.proved(stable);
+            // Deeper layers are harder: where one gives nothing, stop. From
+            // a start, a layer may have given all it can before: go on.
+            if proved.is_empty() {
+                if start.is_none() {
+                    break;
+                }
+                continue;
+            }
+            let n = nodes[p].shape.numel();
+            let b = &mut st.bounds[p];
+            for (i, s, t) in proved {
+                // `t` came from `T` (0 or an exact half of a bound).
+                let t = T::from_f64_nearest(t);
+                let (l, h) = if s > 0.0 { (t, b.hi[i]) } else { (b.lo[i], t) };
+                RunState::intersect(b, &mut st.empty, n, i, l, h);
+            }
+            b.dev = None;
+            self.forward_range(&mut st, p, last)?;
+            if self.opts.refine {
+                self.refine_all(&mut st, &[0], &[Some(p)], &[], None, deadline)?;
+            }
+        }
+        Ok(st.into_bounds())
+    }
+
+    /// [`Analyzer::node_bounds`] stabilised as a ReLU search's root is (see
+    /// the module's notes), within `Options::timeout`.
+    pub fn stabilized_node_bounds(
+        &self,
+        input: &InputBox,
+    ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
+        let deadline = self.opts.timeout.map(|t| Instant::now() + t);
+        Ok(crate::base::bounds::bounds_f64(self.stable_prior(input, deadline, None)?))
+    }
+
+    /// The ends of node `p`'s `unstable` values that a search proves, each
+    /// on the network cut after `p`, from `st`'s bounds, and how many ends
+    /// an attack reached (those inputs really change sign).
+    fn stable_ends(
+        &self,
+        st: &RunState<T, B::Buf>,
+        input: &InputBox,
+        (p, unstable): (usize, &[usize]),
+        (stage, until): (Option<Instant>, Option<Instant>),
+    ) -> Result<(Vec<End>, usize), AnalysisError> {
+        if unstable.len() > MAX_UNSTABLE {
+            return Ok((Vec::new(), 0));
+        }
+        let n = st.bounds[p].lo.len();
+        let net = self.net.prefix(p);
+        let opts = crate::base::options::Options {
+            timeout: None,
+            // Within a time share the roots' limits bound the leaves.
+            max_relu_leaves: if until.is_some() { usize::MAX } else { END_LEAVES * unstable.len() },
+            optimize_intermediate: false,
+            stabilize: crate::base::options::Stabilize::Off,
+            progress: None,
+            ..self.opts.clone()
+        };
+        let cut = Analyzer::new(&net, self.backend, opts)?;
+        // Input splitting takes the ends as one root: no end by end answer.
+        if cut.branching() != Some(Branching::Relus) {
+            return Ok((Vec::new(), 0));
+        }
+        let prior: Arc<NodeBounds<T>> =
+            Arc::new(st.bounds[..=p].iter().map(|b| (b.lo.clone(), b.hi.clone())).collect());
+        // The unsafe side of end (i, s, t): s·x_i ≤ s·t. An attack that
+        // reaches it shows the end does not hold.
+        let side = |&(i, s, t): &End| {
+            let mut c = vec![0.0; n];
+            c[i] = s;
+            vec![Halfspace::new(c, s * t)]
+        };
+        // The ends no attack reaches, and the others.
+        let attack = |ends: &[End]| -> (Vec<End>, Vec<End>) {
+            let sps: Vec<SubProblem> =
+                ends.iter().map(|e| SubProblem { input: input.clone(), unsafe_region: vec![side(e)] }).collect();
+            let refs: Vec<&SubProblem> = sps.iter().collect();
+            let hits = cut.attack_before(&refs, stage);
+            let (open, hit): (Vec<_>, Vec<_>) = ends.iter().zip(hits).partition(|(_, h)| h.is_none());
+            (open.into_iter().map(|(&e, _)| e).collect(), hit.into_iter().map(|(&e, _)| e).collect())
+        };
+        let ends: Vec<End> = unstable.iter().flat_map(|&i| [(i, 1.0, 0.0), (i, -1.0, 0.0)]).collect();
+        let (todo, reached) = attack(&ends);
+        let mut proved = cut.prove_ends(input, &prior, todo, until, side)?;
+        // An input that really changes sign: narrow its bound on that side
+        // by halves, while the halves are proved.
+        let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
+        let half = |(i, s, t): End| {
+            let t = T::from_f64_nearest(t);
+            let h = t * T::from_f64_nearest(0.5);
+            let h64 = h.to_f64_exact();
+            (h + h == t && h != T::zero() && h64.is_finite()).then_some((i, s, h64))
+        };
+        let mut level: Vec<End> = reached
+            .iter()
+            .filter_map(|&(i, s, _)| half((i, s, (if s > 0.0 { lo[i] } else { hi[i] }).to_f64_exact())))
+            .collect();
+        for _ in 0..HALVINGS {
+            if level.is_empty() || until.is_some_and(|u| Instant::now() >= u) {
+                break;
+            }
+            let (todo, _) = attack(&level);
+            let got = cut.prove_ends(input, &prior, todo, until, side)?;
+            level = got.iter().filter_map(|&e| half(e)).collect();
+            proved.extend(got);
+        }
+        Ok((proved, reached.len()))
+    }
+
+    /// The ends of `todo` that one proofs-only search on this (cut) network
+    /// proves, each end a root with at most `END_LEAVES` leaves. With time
+    /// left in the layer's share, the ends given up at that limit are
+    /// searched again with four times as many (256x4 prop_6_0.05's last
+    /// layer: 61 of 217 in 11 s of 22).
+    fn prove_ends(
+        &self,
+        input: &InputBox,
+        prior: &Arc<NodeBounds<T>>,
+        todo: Vec<End>,
+        until: Option<Instant>,
+        side: impl Fn(&End) -> Vec<Halfspace>,
+    ) -> Result<Vec<End>, AnalysisError> {
+        let mut proved = Vec::new();
+        let (mut todo, mut limit) = (todo, END_LEAVES);
+        while !todo.is_empty() {
+            let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(&side).collect() };
+            let mut tally = RootTally::proofs_only(limit);
+            let root = (&sp, &[][..]);
+            match self.search_from(root, (Some(prior.clone()), None), until, &mut SearchStats::default(), &mut tally) {
+                Ok(_) | Err(AnalysisError::Timeout) => {}
+                Err(e) => return Err(e),
+            }
+            let done = tally.proved();
+            proved.extend(todo.iter().zip(&done).filter(|e| *e.1).map(|e| *e.0));
+            let late = until.is_none_or(|u| Instant::now() >= u);
+            if late || limit >= MAX_END_LEAVES {
+                break;
+            }
+            todo = todo
+                .iter()
+                .zip(&done)
+                .zip(&tally.analysed)
+                .filter(|((_, d), a)| !**d && **a >= limit)
+                .map(|((e, _), _)| *e)
+                .collect();
+            limit *= 4;
+        }
+        Ok(proved)
+    }
+}

@@ -1,0 +1,24 @@
+//! What every layer shares: the network IR, the backend trait and its
+//! geometry, properties and outcomes, the single-neuron relaxations, host
+//! evaluation, the analysis options and the [`Analyzer`](analyzer::Analyzer)
+//! itself (a network prepared on a backend), and small utilities
+//! (parallelism, profiling, progress).
+
+pub mod analyzer;
+pub mod backend;
+pub(crate) mod bounds;
+pub(crate) mod clock;
+pub mod eval;
+pub mod geom;
+pub mod infer;
+pub mod ir;
+pub mod options;
+pub mod par;
+pub mod profile;
+pub mod progress;
+pub mod property;
+pub(crate) mod recorded;
+pub mod relax;
+pub mod rng;
+pub mod scurve;
+pub mod softmax;

@@ -1,0 +1,394 @@
+//! Backsubstitution with early termination, row compaction, residual
+//! merging and memory-bounded row chunks.
+
+use crate::base::analyzer::{AnalysisError, Analyzer, Params};
+use crate::base::backend::{Arith, Backend, BackendError};
+use crate::base::geom::Geom;
+use crate::base::ir::{NodeId, Op, Shape};
+use crate::gpupoly::forward::RunState;
+use crate::gpupoly::rows::{IntervalRows, PointRows, RowArith, sum_down};
+use polycert_interval::Fp;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The starting coefficients of rows to backsubstitute.
+pub(crate) enum Coef<T> {
+    /// Host planes `rows × cols` (`lo ≤ coefficient ≤ hi`).
+    Planes { lo: Vec<T>, hi: Vec<T> },
+    /// One exact coefficient per row: `val[r]` at column `col[r]`.
+    Unit { col: Vec<u32>, val: Vec<T> },
+}
+
+/// Rows to backsubstitute, all starting at one node.
+pub(crate) struct Rows<T> {
+    pub start: NodeId,
+    pub geom: Geom,
+    pub coef: Coef<T>,
+    pub cst: Vec<f64>,
+    /// Rows of a group are dropped together once one of them is decided.
+    pub group: Vec<u32>,
+    /// Further exact terms on earlier nodes (split constraints' Lagrangian
+    /// terms): per node, `rows × numel` coefficients.
+    pub extra: Vec<(NodeId, Vec<T>)>,
+}
+
+impl<T: Fp> Rows<T> {
+    /// One row per listed neuron of node `start`: `val[r]·x_neurons[r]`, in
+    /// batch slot `props[r]`, each its own group (a ReLU input's end).
+    pub(crate) fn units(start: NodeId, shape: Shape, neurons: &[usize], props: Vec<u32>, val: Vec<T>) -> Self {
+        let geom = Geom::unit(shape, neurons).with_props(props);
+        // The unit window's column of neuron i is its channel.
+        let hw = shape.h * shape.w;
+        let col = neurons.iter().map(|&i| (i / hw) as u32).collect();
+        let group = (0..neurons.len() as u32).collect();
+        Rows { start, geom, coef: Coef::Unit { col, val }, cst: vec![0.0; neurons.len()], group, extra: Vec::new() }
+    }
+}
+
+/// When a row is decided.
+#[derive(Clone, Copy)]
+pub(crate) enum Goal {
+    /// `lb ≥ 0` (a ReLU input no longer straddles 0).
+    NonNegative,
+    /// `lb > 0` (a property half-space is infeasible).
+    Positive,
+    /// None: the tightest bound (σ inputs, whose relaxation depends on both ends).
+    Tightest,
+}
+
+impl Goal {
+    fn met(self, lb: f64) -> bool {
+        match self {
+            Goal::NonNegative => lb >= 0.0,
+            Goal::Positive => lb > 0.0,
+            Goal::Tightest => false,
+        }
+    }
+}
+
+type Pending<G, M> = BTreeMap<NodeId, (G, M)>;
+
+impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
+    /// Best certified lower bound of every row, processing rows in chunks
+    /// that fit the memory budget, in the arithmetic of `opts.arith`.
+    pub(crate) fn backsubstitute(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        rows: &Rows<T>,
+        goal: Goal,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<f64>, AnalysisError> {
+        match self.opts.arith {
+            Arith::Interval => {
+                // Interval kernels read per-neuron tables without batch slots.
+                debug_assert!(rows.geom.single_slot(), "the interval arithmetic runs one property at a time");
+                self.backsubstitute_in::<IntervalRows>(st, rows, goal, deadline)
+            }
+            Arith::Point => self.backsubstitute_in::<PointRows>(st, rows, goal, deadline),
+        }
+    }
+
+    fn backsubstitute_in<A: RowArith<B, T>>(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        rows: &Rows<T>,
+        goal: Goal,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<f64>, AnalysisError> {
+        let n = rows.cst.len();
+        let cols = rows.geom.cols();
+        let per_row = self.predict_row_bytes(rows.start, &rows.geom, A::PLANES).max(1);
+        let mut chunk = (self.budget() / per_row).clamp(1, n.max(1));
+        let mut out = Vec::with_capacity(n);
+        let mut start = 0;
+        while start < n {
+            let end = (start + chunk).min(n);
+            let idx: Vec<u32> = (start as u32..end as u32).collect();
+            let geom = rows.geom.select(&idx);
+            let made = match &rows.coef {
+                Coef::Planes { lo, hi } => {
+                    let (lo, hi) = (&lo[start * cols..end * cols], &hi[start * cols..end * cols]);
+                    A::from_host(self, st, rows.start, &geom, lo, hi)
+                }
+                Coef::Unit { col, val } => A::from_unit(self, &geom, &col[start..end], &val[start..end]),
+            };
+            let res = made.and_then(|(m, d)| {
+                let mut c0 = sum_down(&rows.cst[start..end], &d);
+                let mut parts = vec![(rows.start, geom, m)];
+                for (node, planes) in &rows.extra {
+                    let k = self.net.node(*node).shape.numel();
+                    let g = Geom::full(self.net.node(*node).shape, end - start).with_props(parts[0].1.props.clone());
+                    let v = &planes[start * k..end * k];
+                    let (m, d) = A::from_host(self, st, *node, &g, v, v)?;
+                    c0 = sum_down(&c0, &d);
+                    parts.push((*node, g, m));
+                }
+                let cst = A::c_from_host(self.backend, &c0)?;
+                self.backsub_chunk::<A>(st, parts, cst, &rows.group[start..end], goal, deadline)
+            });
+            match res {
+                // Out of memory: halve the chunk and retry (never a different relaxation).
+                Err(AnalysisError::Backend(BackendError::OutOfMemory(_))) if chunk > 1 => chunk /= 2,
+                r => {
+                    out.extend(r?);
+                    start = end;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Backsubstitutes one chunk of rows, whose expression starts as
+    /// `parts` (the rows' start node first) plus `cst`.
+    fn backsub_chunk<A: RowArith<B, T>>(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        parts: Vec<(NodeId, Geom, A::M)>,
+        mut cst: A::C,
+        group: &[u32],
+        goal: Goal,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<f64>, AnalysisError> {
+        let n = group.len();
+        let be = self.backend;
+        let mut best = vec![f64::NEG_INFINITY; n];
+        let mut orig: Vec<u32> = (0..n as u32).collect();
+        let mut pending: Pending<Geom, A::M> = BTreeMap::new();
+        for (node, g, m) in parts {
+            if let Some(d) = self.merge::<A>(st, &mut pending, node, g, m)? {
+                A::c_add(be, &mut cst, &d)?;
+            }
+        }
+        // A check right after a ReLU step is dominated by the one before it
+        // (bounds over ReLU outputs are at least as tight as the relaxation's).
+        let mut after_relu = false;
+        // A step predicted (1.5× the last one, for a busy machine) to end past
+        // the deadline is not started: one step of a large chunk can take a
+        // tenth of a second or more.
+        let mut last_step = std::time::Duration::ZERO;
+        loop {
+            Self::check_deadline(deadline.map(|d| d.checked_sub(last_step.mul_f64(1.5)).unwrap_or(d)))?;
+            let step_start = Instant::now();
+            let top = *pending.keys().next_back().expect("pending is never empty");
+            let last = top == 0;
+            if last || (self.opts.early_termination && !after_relu) {
+                // Concretize every pending part over its node's bounds (one
+                // transfer: the sum comes back to decide).
+                let _p = crate::base::profile::span("backsub.check");
+                let mut sum = A::c_dup(be, &cst)?;
+                for (&node, (g, mat)) in &pending {
+                    let part = A::concretize(self, st, node, mat, g)?;
+                    A::c_add(be, &mut sum, &part)?;
+                }
+                let lb = A::c_to_host(be, &sum)?;
+                let mut done_groups = std::collections::HashSet::new();
+                for (r, &l) in lb.iter().enumerate() {
+                    let o = orig[r] as usize;
+                    // A NaN bound proves nothing (and `max` keeps the old one).
+                    best[o] = best[o].max(l);
+                    if goal.met(best[o]) {
+                        done_groups.insert(group[o]);
+                    }
+                }
+                if last {
+                    break;
+                }
+                if !done_groups.is_empty() {
+                    let keep: Vec<u32> = (0..orig.len() as u32)
+                        .filter(|&r| !done_groups.contains(&group[orig[r as usize] as usize]))
+                        .collect();
+                    if keep.is_empty() {
+                        break;
+                    }
+                    for (g, mat) in pending.values_mut() {
+                        *mat = A::compact(self.backend, mat, g, &keep)?;
+                        *g = g.select(&keep);
+                    }
+                    cst = A::c_compact(be, &cst, &keep)?;
+                    orig = keep.iter().map(|&r| orig[r as usize]).collect();
+                }
+            }
+            let _p = crate::base::profile::span("backsub.step");
+            let (g, mat) = pending.remove(&top).expect("top exists");
+            let (parts, delta) = self.step::<A>(st, top, &g, mat)?;
+            if let Some(d) = delta {
+                A::c_add(be, &mut cst, &d)?;
+            }
+            // A merge can cancel terms: the next check is no longer dominated.
+            let merges = parts.iter().any(|(node, _, _)| pending.contains_key(node));
+            after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid) && !merges;
+            for (node, g2, m2) in parts {
+                if let Some(d) = self.merge::<A>(st, &mut pending, node, g2, m2)? {
+                    A::c_add(be, &mut cst, &d)?;
+                }
+            }
+            last_step = step_start.elapsed();
+        }
+        Ok(best)
+    }
+
+    /// Adds an expression part into the pending set (residual merge);
+    /// returns the constant increments the sums cost, if any.
+    fn merge<A: RowArith<B, T>>(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        pending: &mut Pending<Geom, A::M>,
+        node: NodeId,
+        g: Geom,
+        m: A::M,
+    ) -> Result<Option<A::C>, AnalysisError> {
+        let rows = g.rows();
+        Ok(match pending.remove(&node) {
+            None => {
+                pending.insert(node, (g, m));
+                None
+            }
+            Some((g0, mut m0)) if g0 == g => {
+                let d = A::add_into(self, st, node, &mut m0, &g0, &m, &g)?;
+                pending.insert(node, (g0, m0));
+                Some(d)
+            }
+            Some((g0, m0)) => {
+                let u = g0.union(&g).unwrap_or_else(|| g.full_over(g.shape));
+                let mut z = A::zeros(self.backend, rows, u.cols())?;
+                let mut d0 = A::add_into(self, st, node, &mut z, &u, &m0, &g0)?;
+                let d1 = A::add_into(self, st, node, &mut z, &u, &m, &g)?;
+                pending.insert(node, (u, z));
+                A::c_add(self.backend, &mut d0, &d1)?;
+                Some(d0)
+            }
+        })
+    }
+
+    /// Converts to the full window (the dense case); also returns the
+    /// constant increments, if any.
+    fn to_full<A: RowArith<B, T>>(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        node: NodeId,
+        g: &Geom,
+        m: A::M,
+    ) -> Result<(A::M, Option<A::C>), AnalysisError> {
+        if g.is_full() {
+            return Ok((m, None));
+        }
+        let full = g.full_over(g.shape);
+        let mut z = A::zeros(self.backend, g.rows(), full.cols())?;
+        let d = A::add_into(self, st, node, &mut z, &full, &m, g)?;
+        Ok((z, Some(d)))
+    }
+
+    /// One backsubstitution step through node `k`.
+    #[allow(clippy::type_complexity)]
+    fn step<A: RowArith<B, T>>(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        k: NodeId,
+        g: &Geom,
+        m: A::M,
+    ) -> Result<(Vec<(NodeId, Geom, A::M)>, Option<A::C>), AnalysisError> {
+        let node = self.net.node(k);
+        let be = self.backend;
+        let x = node.inputs[0];
+        let in_shape = self.net.node(x).shape;
+        let rows = g.rows();
+        Ok(match &node.op {
+            Op::Dense { .. } => {
+                let (m, d0) = self.to_full::<A>(st, k, g, m)?;
+                let (m2, mut d) = A::dense(self, st, k, &m, &g.full_over(g.shape))?;
+                if let Some(d0) = d0 {
+                    A::c_add(be, &mut d, &d0)?;
+                }
+                (vec![(x, g.full_over(in_shape), m2)], Some(d))
+            }
+            Op::Conv2d(conv) => {
+                let out = g.through_conv(conv, in_shape);
+                let (m2, d) = A::conv(self, st, k, &m, g, &out)?;
+                (vec![(x, out, m2)], Some(d))
+            }
+            Op::Relu | Op::Sigmoid => {
+                let (m2, d) = A::relu(self, st, k, &m, g)?;
+                (vec![(x, g.relabel(in_shape), m2)], Some(d))
+            }
+            Op::Add => {
+                let (m2, d) = A::diag(self, st, k, &m, g)?;
+                let all: Vec<u32> = (0..rows as u32).collect();
+                let copy = A::compact(be, &m2, g, &all)?;
+                let y = node.inputs[1];
+                (vec![(x, g.relabel(in_shape), m2), (y, g.relabel(self.net.node(y).shape), copy)], Some(d))
+            }
+            Op::ChannelAffine { .. } => {
+                let (m2, d) = A::diag(self, st, k, &m, g)?;
+                (vec![(x, g.relabel(in_shape), m2)], Some(d))
+            }
+            Op::AvgPool2d(_) => {
+                let Params::AvgPool { conv, .. } = &self.params[k] else { unreachable!("AvgPool params") };
+                let out = g.through_conv(conv, in_shape);
+                let (m2, d) = A::avgpool(self, st, k, &m, g, &out)?;
+                (vec![(x, out, m2)], Some(d))
+            }
+            Op::MaxPool2d(pool) => {
+                let out = g.through_window(in_shape, pool.kernel, pool.stride, (pool.pad.0, pool.pad.1));
+                let (m2, d) = A::maxpool(self, st, k, &m, g, &out)?;
+                (vec![(x, out, m2)], Some(d))
+            }
+            Op::Concat => {
+                let (wh, ww) = g.win;
+                let mut parts = Vec::with_capacity(node.inputs.len());
+                let mut start = 0;
+                for &i in &node.inputs {
+                    let s = self.net.node(i).shape;
+                    let len = s.c * wh * ww;
+                    parts.push((i, g.relabel(s), A::slice_cols(be, &m, start, len)?));
+                    start += len;
+                }
+                (parts, None)
+            }
+            Op::Reshape => {
+                let (m, d) = self.to_full::<A>(st, k, g, m)?;
+                (vec![(x, g.full_over(in_shape), m)], d)
+            }
+            Op::Input => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
+        })
+    }
+
+    /// Predicted bytes per row along the backsubstitution from `start`: the
+    /// largest total footprint of the dependence sets pending at once
+    /// (the paper's equations 5 and 9), for one row.
+    pub(crate) fn predict_row_bytes(&self, start: NodeId, geom: &Geom, planes: usize) -> usize {
+        let elem = planes * std::mem::size_of::<T>();
+        let one = Geom::windowed(geom.shape, geom.win, vec![geom.offsets.first().copied().unwrap_or((0, 0))]);
+        let mut pending: BTreeMap<NodeId, Geom> = BTreeMap::new();
+        pending.insert(start, one);
+        let mut peak = 0;
+        while let Some((&k, _)) = pending.iter().next_back() {
+            let total: usize = pending.values().map(|g| g.row_bytes(elem)).sum();
+            peak = peak.max(total);
+            if k == 0 {
+                break;
+            }
+            let g = pending.remove(&k).expect("exists");
+            let node = self.net.node(k);
+            let mut next = Vec::new();
+            for &i in &node.inputs {
+                let s = self.net.node(i).shape;
+                let g2 = match &node.op {
+                    Op::Conv2d(c) => g.through_conv(c, s),
+                    Op::AvgPool2d(p) | Op::MaxPool2d(p) => g.through_window(s, p.kernel, p.stride, (p.pad.0, p.pad.1)),
+                    Op::Relu | Op::Sigmoid | Op::Add | Op::ChannelAffine { .. } | Op::Concat => g.relabel(s),
+                    _ => Geom::full(s, 1),
+                };
+                next.push((i, g2));
+            }
+            for (i, g2) in next {
+                let merged = match pending.remove(&i) {
+                    Some(g0) if g0 != g2 => g0.union(&g2).unwrap_or_else(|| Geom::full(g2.shape, 1)),
+                    _ => g2,
+                };
+                peak = peak.max(merged.row_bytes(elem) * 2);
+                pending.insert(i, merged);
+            }
+        }
+        peak
+    }
+}
