@@ -22,9 +22,13 @@ use std::time::Instant;
 /// Takes each property's outcome as it is decided; `Break` stops the batch.
 pub type Each<'a> = dyn FnMut(usize, Result<Outcome, AnalysisError>) -> ControlFlow<()> + 'a;
 
-/// Per property: the sub-problems to analyse (slots of the batch), and the
-/// counterexample that stopped the list early, if any.
-type Plan = (Vec<usize>, Option<Counterexample>);
+/// Per property: what the batch analyses of it.
+struct Plan {
+    /// Its sub-problems to analyse (slots of the batch).
+    slots: Vec<usize>,
+    /// The counterexample that stopped the list early, if any.
+    stop: Option<Counterexample>,
+}
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Decides a property. Sub-problems are analysed in order; the property
@@ -140,7 +144,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         }
                         slots.push(slot_of[k]);
                     }
-                    (slots, stop)
+                    Plan { slots, stop }
                 })
             })
             .collect();
@@ -150,8 +154,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             self.attack_after(&plans, &analysed, &results, deadline)
         };
         let shared = start.elapsed().as_secs_f64() / props.len().max(1) as f64;
-        let outcome = |(slots, stop): Plan, hit| {
-            let mut o = conclude((slots.clone(), stop.clone()), &results, hit, shared);
+        let outcome = |Plan { slots, stop }: Plan, hit| {
+            let mut o = conclude(Plan { slots: slots.clone(), stop: stop.clone() }, &results, hit, shared);
             if o.verdict == Verdict::Unknown && self.branching().is_some() {
                 self.branch(&mut o, &slots, stop, &analysed, &results);
             }
@@ -181,8 +185,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let deadline = self.opts.timeout.map(|t| start + t.saturating_sub(spent));
         let mut stats = crate::base::property::SearchStats::default();
         let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
-        for &s in slots.iter().filter(|&&s| !results[s].1) {
-            match self.search(work[s], &results[s].0, deadline, &mut stats) {
+        for &s in slots.iter().filter(|&&s| !results[s].proved) {
+            match self.search(work[s], &results[s].lower, deadline, &mut stats) {
                 Ok(crate::bab::search::Search::Proved) => {}
                 Ok(crate::bab::search::Search::Falsified(c)) => {
                     verdict = Verdict::Falsified(c);
@@ -259,9 +263,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let mut targets = Vec::new();
         for (group, plan) in plans.iter().enumerate() {
-            let Ok((slots, _)) = plan else { continue };
-            if let Some(&s) = slots.iter().find(|&&s| !results[s].1) {
-                for disjunct in crate::base::property::weakest_disjuncts(work[s], &results[s].0, 3) {
+            let Ok(Plan { slots, .. }) = plan else { continue };
+            if let Some(&s) = slots.iter().find(|&&s| !results[s].proved) {
+                for disjunct in crate::base::property::weakest_disjuncts(work[s], &results[s].lower, 3) {
                     for restart in 0..=self.opts.attack_restarts as u32 {
                         let start = if restart == 0 { Start::Centre } else { Start::Random(restart) };
                         targets.push(Target { sp: work[s], disjunct, group, start });
@@ -277,11 +281,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 /// first unproved one decides (by the attack's `hit`, if any); a
 /// counterexample found before the analysis decides once every earlier
 /// sub-problem is proved.
-fn conclude((slots, stop): Plan, results: &[SlotResult], hit: Option<Counterexample>, seconds: f64) -> Outcome {
+fn conclude(Plan { slots, stop }: Plan, results: &[SlotResult], hit: Option<Counterexample>, seconds: f64) -> Outcome {
     let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
-    if slots.iter().any(|&s| !results[s].1) {
+    if slots.iter().any(|&s| !results[s].proved) {
         verdict = hit.map_or(Verdict::Unknown, Verdict::Falsified);
     }
-    let lower_bounds = slots.first().map(|&s| results[s].0.clone()).unwrap_or_default();
+    let lower_bounds = slots.first().map(|&s| results[s].lower.clone()).unwrap_or_default();
     Outcome { verdict, lower_bounds, seconds, search: None }
 }

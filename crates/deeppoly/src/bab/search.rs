@@ -56,8 +56,13 @@ pub(crate) enum Branching {
 /// Per half-space of a leaf: the β to start from, if any.
 pub(crate) type Warm = Vec<Option<Vec<f64>>>;
 
-/// What a parent's rows ended with: per half-space β, and the slopes.
-pub(crate) type Start = (Warm, Option<Arc<Slopes>>);
+/// What a parent's rows ended with, for its children to start from.
+pub(crate) struct Start {
+    /// Per half-space β.
+    pub(crate) betas: Warm,
+    /// The lower slopes.
+    pub(crate) slopes: Option<Arc<Slopes>>,
+}
 
 /// A leaf of the search: its box and open disjuncts, the bounds it starts
 /// from, and the last layer whose bounds it shares with its parent.
@@ -277,14 +282,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (res, bounds, mut duals) =
             self.analyze_within(&refs, &within, w.gate.as_ref().map(|g| g as &dyn LayerGate), deadline)?;
         let keep = w.picks.keep(&leaves, &res);
-        let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].1).collect();
+        let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].proved).collect();
         let mut round = Round {
             // A proved or dropped leaf is done; an open one once split.
-            done: leaves.iter().enumerate().map(|(i, l)| (l.root, !keep[i] || res[i].1)).collect(),
-            proved: (0..leaves.len()).filter(|&i| keep[i] && res[i].1).count(),
+            done: leaves.iter().enumerate().map(|(i, l)| (l.root, !keep[i] || res[i].proved)).collect(),
+            proved: (0..leaves.len()).filter(|&i| keep[i] && res[i].proved).count(),
             closed: (0..leaves.len())
                 .filter(|&i| keep[i])
-                .map(|i| closed_margin(&refs[i].unsafe_region, &res[i].0))
+                .map(|i| closed_margin(&refs[i].unsafe_region, &res[i].lower))
                 .fold(f64::INFINITY, f64::min),
             ..Round::default()
         };
@@ -292,7 +297,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok(round);
         }
         // Each open leaf keeps the disjuncts it has not proved.
-        let parts: Vec<_> = todo.iter().map(|&i| open_part(refs[i], &res[i].0)).collect();
+        let parts: Vec<_> = todo.iter().map(|&i| open_part(refs[i], &res[i].lower)).collect();
         let sps: Vec<&SubProblem> = parts.iter().map(|p| &p.0).collect();
         let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.1[..]).collect();
         // ReLU leaves share their box: their centre and PGD are the root's.
@@ -319,7 +324,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .zip(&parts)
                     .map(|(&i, (_, _, kept))| {
                         let b = kept.iter().map(|&h| duals.betas.get(&(i, h)).cloned()).collect();
-                        (b, duals.slopes.remove(&i).map(Arc::new))
+                        Start { betas: b, slopes: duals.slopes.remove(&i).map(Arc::new) }
                     })
                     .collect();
                 let views: Vec<LeafView<'_, T>> = (0..todo.len())
@@ -329,8 +334,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                             lbs: lbs[k],
                             bounds: bounds[todo[k]].as_ref()?,
                             splits: &leaves[todo[k]].splits,
-                            betas: &warm[k].0,
-                            slopes: warm[k].1.as_deref(),
+                            betas: &warm[k].betas,
+                            slopes: warm[k].slopes.as_deref(),
                         })
                     })
                     .collect();

@@ -79,9 +79,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let w = within.get(s).unwrap_or(&none);
                 let halfspaces: Vec<&crate::base::property::Halfspace> =
                     sps[s].unsafe_region.iter().flatten().collect();
-                let hs: Vec<usize> = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &res[s].0)
+                let hs: Vec<usize> = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &res[s].lower)
                     .into_iter()
-                    .filter_map(|(_, r, _)| r.max_by(|&a, &b| res[s].0[a].total_cmp(&res[s].0[b])))
+                    .filter_map(|(_, r, _)| r.max_by(|&a, &b| res[s].lower[a].total_cmp(&res[s].lower[b])))
                     .collect();
                 let rows: Vec<Objective<'_>> = hs
                     .iter()

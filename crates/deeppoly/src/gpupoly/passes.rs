@@ -13,9 +13,14 @@ use polycert_interval::{Fp, fp};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// Lower bounds of every half-space row of a sub-problem, and whether all
-/// its disjuncts are proved infeasible.
-pub(crate) type SlotResult = (Vec<f64>, bool);
+/// A sub-problem's result after a pass.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SlotResult {
+    /// The lower bound of every half-space row, flattened in order.
+    pub(crate) lower: Vec<f64>,
+    /// Whether every disjunct is proved infeasible.
+    pub(crate) proved: bool,
+}
 
 /// Whether leaves refine a layer, asked by [`Analyzer::refine_all`] and
 /// told what refining gained: a search's per-layer gate (`bab/gate.rs`).
@@ -124,14 +129,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for &s in slots {
             if st.empty[s] {
                 let m = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
-                res.push((vec![f64::INFINITY; m], true));
+                res.push(SlotResult { lower: vec![f64::INFINITY; m], proved: true });
                 continue;
             }
             let m: usize = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
             let l = lbs[k..k + m].to_vec();
             k += m;
             let proved = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &l).is_empty();
-            res.push((l, proved));
+            res.push(SlotResult { lower: l, proved });
         }
         Ok(res)
     }
