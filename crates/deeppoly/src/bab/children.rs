@@ -209,7 +209,7 @@ fn midpoint(l: f64, h: f64) -> Option<f64> {
 /// share (`Leaf::held`).
 fn inherited_bytes<T>(b: &NodeBounds<T>, slopes: Option<&Slopes>) -> usize {
     let slopes = slopes.map_or(0, |s| s.iter().map(Vec::len).sum::<usize>() * std::mem::size_of::<f64>());
-    b.iter().map(|(l, h)| l.len() + h.len()).sum::<usize>() * std::mem::size_of::<T>() + slopes
+    b.iter().map(|b| b.lo.len() + b.hi.len()).sum::<usize>() * std::mem::size_of::<T>() + slopes
 }
 
 #[cfg(test)]

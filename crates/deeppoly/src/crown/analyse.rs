@@ -6,7 +6,7 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
-use crate::base::bounds::NodeBounds;
+use crate::base::bounds::{LoHi, NodeBounds};
 use crate::base::property::{InputBox, SubProblem};
 use crate::base::relax::{LayerSlopes, Slopes};
 use crate::crown::lagrange::SplitConstraint;
@@ -67,7 +67,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .flat_map(|st| &st.bounds)
                     .map(|b| {
                         let n = b.lo.len() / sps.len();
-                        (b.lo[s * n..(s + 1) * n].to_vec(), b.hi[s * n..(s + 1) * n].to_vec())
+                        LoHi { lo: b.lo[s * n..(s + 1) * n].to_vec(), hi: b.hi[s * n..(s + 1) * n].to_vec() }
                     })
                     .collect()
             })

@@ -127,7 +127,7 @@ fn meet<T: Fp>((lo, hi): (&mut T, &mut T), (l, h): (T, T)) -> bool {
 impl<T, Buf> RunState<T, Buf> {
     /// Every node's bounds, off the device.
     pub(crate) fn into_bounds(self) -> crate::base::bounds::NodeBounds<T> {
-        self.bounds.into_iter().map(|b| (b.lo, b.hi)).collect()
+        self.bounds.into_iter().map(|b| crate::base::bounds::LoHi { lo: b.lo, hi: b.hi }).collect()
     }
 
     /// Drops the magnitudes derived from the bounds of nodes `from..`.
@@ -175,7 +175,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let n = self.net.node(id).shape.numel();
             if prior.iter().any(|p| p.and_then(|p| p.get(id)).is_some()) {
                 let with = |slot: usize| {
-                    let (lo, hi) = prior.get(slot).copied().flatten()?.get(id)?;
+                    let crate::base::bounds::LoHi { lo, hi } = prior.get(slot).copied().flatten()?.get(id)?;
                     Some((&lo[..], &hi[..]))
                 };
                 intersect_slots(&mut b, &mut st.empty, n, with);
