@@ -8,7 +8,7 @@ use crate::base::ir::Op;
 use crate::base::property::SubProblem;
 use crate::base::relax::LayerSlopes;
 use crate::gpupoly::backsub::{Coef, Goal, Rows};
-use crate::gpupoly::forward::RunState;
+use crate::gpupoly::forward::{Bounds, RunState};
 use polycert_interval::{Fp, fp};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -67,16 +67,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for &s in &live {
             // After a dropped Softmax, comparisons need a float margin; other
             // half-spaces cannot be proved (an infinite one).
-            let (tau, l, u) = if softmax {
-                let b = &st.bounds[out];
-                let (l, h): (Vec<f64>, Vec<f64>) = (
-                    b.lo[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
-                    b.hi[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
-                );
-                (crate::base::softmax::margin(crate::base::softmax::magnitude(&l, &h)), l, h)
-            } else {
-                (0.0, vec![], vec![])
-            };
+            let (tau, l, u) = if softmax { softmax_margin(&st.bounds[out], s, n) } else { (0.0, vec![], vec![]) };
             let no_underflow = |h: &crate::base::property::Halfspace| {
                 crate::base::softmax::larger(h).is_some_and(|a| crate::base::softmax::no_underflow(a, &l, &u))
             };
@@ -84,17 +75,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             for conj in &sps[s].unsafe_region {
                 for h in conj {
                     if let Some(t) = terms {
-                        for &(node, neuron, v) in t(s, hi_at).iter() {
-                            let k = self.net.node(node).shape.numel();
-                            let e = match extra.iter().position(|(n, _)| *n == node) {
-                                Some(e) => e,
-                                None => {
-                                    extra.push((node, BTreeMap::new()));
-                                    extra.len() - 1
-                                }
-                            };
-                            extra[e].1.insert(cst.len() * k + neuron, T::from_f64_nearest(v));
-                        }
+                        self.add_terms(&mut extra, &t(s, hi_at), cst.len());
                     }
                     hi_at += 1;
                     lo.extend(h.c.iter().map(|&c| fp::from_f64_down::<T>(c)));
@@ -124,21 +105,23 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let rows = Rows { start: out, geom, coef: Coef::Planes { lo, hi }, cst, group, extra };
         let lbs =
             if rows.cst.is_empty() { Vec::new() } else { self.backsubstitute(st, &rows, Goal::Positive, deadline)? };
-        let mut k = 0;
-        let mut res = Vec::with_capacity(slots.len());
-        for &s in slots {
-            if st.empty[s] {
-                let m = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
-                res.push(SlotResult { lower: vec![f64::INFINITY; m], proved: true });
-                continue;
-            }
-            let m: usize = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
-            let l = lbs[k..k + m].to_vec();
-            k += m;
-            let proved = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &l).is_empty();
-            res.push(SlotResult { lower: l, proved });
+        Ok(slot_results(sps, slots, &st.empty, &lbs))
+    }
+
+    /// Adds a row's exact terms `(node, neuron, coefficient)` to `extra`
+    /// (per node, by index `row·neurons + neuron`).
+    fn add_terms(&self, extra: &mut Vec<(usize, BTreeMap<usize, T>)>, terms: &[(usize, usize, f64)], row: usize) {
+        for &(node, neuron, v) in terms.iter() {
+            let k = self.net.node(node).shape.numel();
+            let e = match extra.iter().position(|(n, _)| *n == node) {
+                Some(e) => e,
+                None => {
+                    extra.push((node, BTreeMap::new()));
+                    extra.len() - 1
+                }
+            };
+            extra[e].1.insert(row * k + neuron, T::from_f64_nearest(v));
         }
-        Ok(res)
     }
 
     /// Certified bounds of every node's values over `input`, after the
@@ -307,4 +290,34 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         Ok(())
     }
+}
+
+/// After a dropped Softmax: the float margin comparisons of slot `s` need,
+/// and the output's bounds `b` in the slot (`n` values).
+fn softmax_margin<T: Fp, Buf>(b: &Bounds<T, Buf>, s: usize, n: usize) -> (f64, Vec<f64>, Vec<f64>) {
+    let (l, h): (Vec<f64>, Vec<f64>) = (
+        b.lo[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
+        b.hi[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
+    );
+    (crate::base::softmax::margin(crate::base::softmax::magnitude(&l, &h)), l, h)
+}
+
+/// Each listed slot's result from the live slots' row bounds `lbs`, in
+/// order; an empty slot proves every disjunct.
+fn slot_results(sps: &[&SubProblem], slots: &[usize], empty: &[bool], lbs: &[f64]) -> Vec<SlotResult> {
+    let mut k = 0;
+    let mut res = Vec::with_capacity(slots.len());
+    for &s in slots {
+        if empty[s] {
+            let m = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
+            res.push(SlotResult { lower: vec![f64::INFINITY; m], proved: true });
+            continue;
+        }
+        let m: usize = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
+        let l = lbs[k..k + m].to_vec();
+        k += m;
+        let proved = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &l).is_empty();
+        res.push(SlotResult { lower: l, proved });
+    }
+    res
 }
