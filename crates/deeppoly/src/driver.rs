@@ -30,6 +30,10 @@ struct Plan {
     stop: Option<Counterexample>,
 }
 
+/// What the first pass gives: per sub-problem its confirmed hit, the
+/// sub-problems analysed (slots of the batch), and their results.
+type FirstPass = (Vec<Option<Counterexample>>, Vec<usize>, Result<Vec<SlotResult>, AnalysisError>);
+
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Decides a property. Sub-problems are analysed in order; the property
     /// is verified only when all of them are.
@@ -94,30 +98,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Ok(first..sps.len())
             })
             .collect();
-        let (hits, work, results) = if self.opts.attack_first && self.opts.attack_steps > 0 {
-            let hits = {
-                let _p = crate::base::profile::span("attack_before");
-                self.attack_before(&sps, deadline)
-            };
-            // A property's sub-problems after its first hit are not analysed.
-            let work: Vec<usize> =
-                ranges.iter().flatten().flat_map(|r| r.clone().take_while(|&k| hits[k].is_none())).collect();
-            let todo: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
-            (hits, work, self.analyze_subproblems(&todo, deadline))
-        } else {
-            // The box centres are checked on the host while the backend analyses.
-            let net = self.net;
-            let (centres, results) = std::thread::scope(|s| {
-                let centres = s.spawn(|| {
-                    let _p = crate::base::profile::span("centres");
-                    sps.par_iter().map(|sp| falsify_centre(net, sp)).collect::<Vec<_>>()
-                });
-                let results = self.analyze_subproblems(&sps, deadline);
-                (centres.join(), results)
-            });
-            let hits = self.confirmed(&sps, centres.unwrap_or_else(|_| vec![None; sps.len()]));
-            (hits, (0..sps.len()).collect(), results)
-        };
+        let (hits, work, results) = self.first_pass(&sps, &ranges, deadline);
         let results = match results {
             Err(AnalysisError::Timeout) if props.len() == 1 => {
                 let first = ranges[0].as_ref().ok().and_then(|r| hits.get(r.start).cloned().flatten());
@@ -128,26 +109,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             r => r?,
         };
-        let mut slot_of = vec![usize::MAX; sps.len()];
-        for (slot, &k) in work.iter().enumerate() {
-            slot_of[k] = slot;
-        }
-        let plans: Vec<Result<Plan, AnalysisError>> = ranges
-            .into_iter()
-            .map(|r| {
-                r.map(|r| {
-                    let (mut slots, mut stop) = (Vec::new(), None);
-                    for k in r {
-                        if let Some(c) = &hits[k] {
-                            stop = Some(c.clone());
-                            break;
-                        }
-                        slots.push(slot_of[k]);
-                    }
-                    Plan { slots, stop }
-                })
-            })
-            .collect();
+        let plans = plans(ranges, &hits, &work, sps.len());
         let analysed: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
         let late = {
             let _p = crate::base::profile::span("attack_after");
@@ -167,6 +129,41 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         Ok(())
+    }
+
+    /// The first pass over every sub-problem (per property, its `ranges`
+    /// in `sps`), with the attacks before it (`attack_first`) or the box
+    /// centres checked beside it.
+    fn first_pass(
+        &self,
+        sps: &[&SubProblem],
+        ranges: &[Result<Range<usize>, AnalysisError>],
+        deadline: Option<Instant>,
+    ) -> FirstPass {
+        if self.opts.attack_first && self.opts.attack_steps > 0 {
+            let hits = {
+                let _p = crate::base::profile::span("attack_before");
+                self.attack_before(sps, deadline)
+            };
+            // A property's sub-problems after its first hit are not analysed.
+            let work: Vec<usize> =
+                ranges.iter().flatten().flat_map(|r| r.clone().take_while(|&k| hits[k].is_none())).collect();
+            let todo: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
+            (hits, work, self.analyze_subproblems(&todo, deadline))
+        } else {
+            // The box centres are checked on the host while the backend analyses.
+            let net = self.net;
+            let (centres, results) = std::thread::scope(|s| {
+                let centres = s.spawn(|| {
+                    let _p = crate::base::profile::span("centres");
+                    sps.par_iter().map(|sp| falsify_centre(net, sp)).collect::<Vec<_>>()
+                });
+                let results = self.analyze_subproblems(sps, deadline);
+                (centres.join(), results)
+            });
+            let hits = self.confirmed(sps, centres.unwrap_or_else(|_| vec![None; sps.len()]));
+            (hits, (0..sps.len()).collect(), results)
+        }
     }
 
     /// Branch and bound for a property left open: its unproved sub-problems
@@ -288,4 +285,34 @@ fn conclude(Plan { slots, stop }: Plan, results: &[SlotResult], hit: Option<Coun
     }
     let lower_bounds = slots.first().map(|&s| results[s].lower.clone()).unwrap_or_default();
     Outcome { verdict, lower_bounds, seconds, search: None }
+}
+
+/// Per property, its plan: the slots in `work` of its sub-problems (of
+/// `n`) before its first hit, and that hit.
+fn plans(
+    ranges: Vec<Result<Range<usize>, AnalysisError>>,
+    hits: &[Option<Counterexample>],
+    work: &[usize],
+    n: usize,
+) -> Vec<Result<Plan, AnalysisError>> {
+    let mut slot_of = vec![usize::MAX; n];
+    for (slot, &k) in work.iter().enumerate() {
+        slot_of[k] = slot;
+    }
+    ranges
+        .into_iter()
+        .map(|r| {
+            r.map(|r| {
+                let (mut slots, mut stop) = (Vec::new(), None);
+                for k in r {
+                    if let Some(c) = &hits[k] {
+                        stop = Some(c.clone());
+                        break;
+                    }
+                    slots.push(slot_of[k]);
+                }
+                Plan { slots, stop }
+            })
+        })
+        .collect()
 }
