@@ -22,9 +22,17 @@ use std::time::Instant;
 /// Takes each property's outcome as it is decided; `Break` stops the batch.
 pub type Each<'a> = dyn FnMut(usize, Result<Outcome, AnalysisError>) -> ControlFlow<()> + 'a;
 
-/// Per property: the sub-problems to analyse (slots of the batch), and the
-/// counterexample that stopped the list early, if any.
-type Plan = (Vec<usize>, Option<Counterexample>);
+/// Per property: what the batch analyses of it.
+struct Plan {
+    /// Its sub-problems to analyse (slots of the batch).
+    slots: Vec<usize>,
+    /// The counterexample that stopped the list early, if any.
+    stop: Option<Counterexample>,
+}
+
+/// What the first pass gives: per sub-problem its confirmed hit, the
+/// sub-problems analysed (slots of the batch), and their results.
+type FirstPass = (Vec<Option<Counterexample>>, Vec<usize>, Result<Vec<SlotResult>, AnalysisError>);
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Decides a property. Sub-problems are analysed in order; the property
@@ -90,10 +98,52 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Ok(first..sps.len())
             })
             .collect();
-        let (hits, work, results) = if self.opts.attack_first && self.opts.attack_steps > 0 {
+        let (hits, work, results) = self.first_pass(&sps, &ranges, deadline);
+        let results = match results {
+            Err(AnalysisError::Timeout) if props.len() == 1 => {
+                let first = ranges[0].as_ref().ok().and_then(|r| hits.get(r.start).cloned().flatten());
+                let verdict = first.map_or(Verdict::Timeout, Verdict::Falsified);
+                let seconds = start.elapsed().as_secs_f64();
+                let _ = each(0, Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds, search: None }));
+                return Ok(());
+            }
+            r => r?,
+        };
+        let plans = plans(ranges, &hits, &work, sps.len());
+        let analysed: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
+        let late = {
+            let _p = crate::base::profile::span("attack_after");
+            self.attack_after(&plans, &analysed, &results, deadline)
+        };
+        let shared = start.elapsed().as_secs_f64() / props.len().max(1) as f64;
+        let outcome = |Plan { slots, stop }: Plan, hit| {
+            let mut o = conclude(Plan { slots: slots.clone(), stop: stop.clone() }, &results, hit, shared);
+            if o.verdict == Verdict::Unknown && self.branching().is_some() {
+                self.branch(&mut o, &slots, stop, &analysed, &results);
+            }
+            o
+        };
+        for (k, (plan, hit)) in plans.into_iter().zip(late).enumerate() {
+            if each(k, plan.map(|p| outcome(p, hit))).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The first pass over every sub-problem (per property, its `ranges`
+    /// in `sps`), with the attacks before it (`attack_first`) or the box
+    /// centres checked beside it.
+    fn first_pass(
+        &self,
+        sps: &[&SubProblem],
+        ranges: &[Result<Range<usize>, AnalysisError>],
+        deadline: Option<Instant>,
+    ) -> FirstPass {
+        if self.opts.attack_first && self.opts.attack_steps > 0 {
             let hits = {
                 let _p = crate::base::profile::span("attack_before");
-                self.attack_before(&sps, deadline)
+                self.attack_before(sps, deadline)
             };
             // A property's sub-problems after its first hit are not analysed.
             let work: Vec<usize> =
@@ -108,61 +158,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let _p = crate::base::profile::span("centres");
                     sps.par_iter().map(|sp| falsify_centre(net, sp)).collect::<Vec<_>>()
                 });
-                let results = self.analyze_subproblems(&sps, deadline);
+                let results = self.analyze_subproblems(sps, deadline);
                 (centres.join(), results)
             });
-            let hits = self.confirmed(&sps, centres.unwrap_or_else(|_| vec![None; sps.len()]));
+            let hits = self.confirmed(sps, centres.unwrap_or_else(|_| vec![None; sps.len()]));
             (hits, (0..sps.len()).collect(), results)
-        };
-        let results = match results {
-            Err(AnalysisError::Timeout) if props.len() == 1 => {
-                let first = ranges[0].as_ref().ok().and_then(|r| hits.get(r.start).cloned().flatten());
-                let verdict = first.map_or(Verdict::Timeout, Verdict::Falsified);
-                let seconds = start.elapsed().as_secs_f64();
-                let _ = each(0, Ok(Outcome { verdict, lower_bounds: Vec::new(), seconds, search: None }));
-                return Ok(());
-            }
-            r => r?,
-        };
-        let mut slot_of = vec![usize::MAX; sps.len()];
-        for (slot, &k) in work.iter().enumerate() {
-            slot_of[k] = slot;
         }
-        let plans: Vec<Result<Plan, AnalysisError>> = ranges
-            .into_iter()
-            .map(|r| {
-                r.map(|r| {
-                    let (mut slots, mut stop) = (Vec::new(), None);
-                    for k in r {
-                        if let Some(c) = &hits[k] {
-                            stop = Some(c.clone());
-                            break;
-                        }
-                        slots.push(slot_of[k]);
-                    }
-                    (slots, stop)
-                })
-            })
-            .collect();
-        let analysed: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
-        let late = {
-            let _p = crate::base::profile::span("attack_after");
-            self.attack_after(&plans, &analysed, &results, deadline)
-        };
-        let shared = start.elapsed().as_secs_f64() / props.len().max(1) as f64;
-        let outcome = |(slots, stop): Plan, hit| {
-            let mut o = conclude((slots.clone(), stop.clone()), &results, hit, shared);
-            if o.verdict == Verdict::Unknown && self.branching().is_some() {
-                self.branch(&mut o, &slots, stop, &analysed, &results);
-            }
-            o
-        };
-        for (k, (plan, hit)) in plans.into_iter().zip(late).enumerate() {
-            if each(k, plan.map(|p| outcome(p, hit))).is_break() {
-                break;
-            }
-        }
-        Ok(())
     }
 
     /// Branch and bound for a property left open: its unproved sub-problems
@@ -181,8 +182,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let deadline = self.opts.timeout.map(|t| start + t.saturating_sub(spent));
         let mut stats = crate::base::property::SearchStats::default();
         let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
-        for &s in slots.iter().filter(|&&s| !results[s].1) {
-            match self.search(work[s], &results[s].0, deadline, &mut stats) {
+        for &s in slots.iter().filter(|&&s| !results[s].proved) {
+            match self.search(work[s], &results[s].lower, deadline, &mut stats) {
                 Ok(crate::bab::search::Search::Proved) => {}
                 Ok(crate::bab::search::Search::Falsified(c)) => {
                     verdict = Verdict::Falsified(c);
@@ -259,9 +260,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let mut targets = Vec::new();
         for (group, plan) in plans.iter().enumerate() {
-            let Ok((slots, _)) = plan else { continue };
-            if let Some(&s) = slots.iter().find(|&&s| !results[s].1) {
-                for disjunct in crate::base::property::weakest_disjuncts(work[s], &results[s].0, 3) {
+            let Ok(Plan { slots, .. }) = plan else { continue };
+            if let Some(&s) = slots.iter().find(|&&s| !results[s].proved) {
+                for disjunct in crate::base::property::weakest_disjuncts(work[s], &results[s].lower, 3) {
                     for restart in 0..=self.opts.attack_restarts as u32 {
                         let start = if restart == 0 { Start::Centre } else { Start::Random(restart) };
                         targets.push(Target { sp: work[s], disjunct, group, start });
@@ -277,11 +278,41 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 /// first unproved one decides (by the attack's `hit`, if any); a
 /// counterexample found before the analysis decides once every earlier
 /// sub-problem is proved.
-fn conclude((slots, stop): Plan, results: &[SlotResult], hit: Option<Counterexample>, seconds: f64) -> Outcome {
+fn conclude(Plan { slots, stop }: Plan, results: &[SlotResult], hit: Option<Counterexample>, seconds: f64) -> Outcome {
     let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
-    if slots.iter().any(|&s| !results[s].1) {
+    if slots.iter().any(|&s| !results[s].proved) {
         verdict = hit.map_or(Verdict::Unknown, Verdict::Falsified);
     }
-    let lower_bounds = slots.first().map(|&s| results[s].0.clone()).unwrap_or_default();
+    let lower_bounds = slots.first().map(|&s| results[s].lower.clone()).unwrap_or_default();
     Outcome { verdict, lower_bounds, seconds, search: None }
+}
+
+/// Per property, its plan: the slots in `work` of its sub-problems (of
+/// `n`) before its first hit, and that hit.
+fn plans(
+    ranges: Vec<Result<Range<usize>, AnalysisError>>,
+    hits: &[Option<Counterexample>],
+    work: &[usize],
+    n: usize,
+) -> Vec<Result<Plan, AnalysisError>> {
+    let mut slot_of = vec![usize::MAX; n];
+    for (slot, &k) in work.iter().enumerate() {
+        slot_of[k] = slot;
+    }
+    ranges
+        .into_iter()
+        .map(|r| {
+            r.map(|r| {
+                let (mut slots, mut stop) = (Vec::new(), None);
+                for k in r {
+                    if let Some(c) = &hits[k] {
+                        stop = Some(c.clone());
+                        break;
+                    }
+                    slots.push(slot_of[k]);
+                }
+                Plan { slots, stop }
+            })
+        })
+        .collect()
 }

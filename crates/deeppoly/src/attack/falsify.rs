@@ -179,7 +179,7 @@ fn leaf_corner<T: Fp>(
     let d = *crate::base::property::weakest_disjuncts(v.sp, v.lbs, 1).first()?;
     let (h, half) = crate::base::property::nearest_halfspace(v.sp, v.lbs)?;
     let beta = v.betas.get(h).cloned().flatten().unwrap_or_default();
-    let view: SlotBounds<'_, T> = v.bounds.iter().map(|(l, h)| (&l[..], &h[..])).collect();
+    let view: SlotBounds<'_, T> = v.bounds.iter().map(|b| (&b.lo[..], &b.hi[..])).collect();
     let x = crate::crown::relaxed_bound::minimising_corner(net, &view, &half.c, (v.splits, &beta), v.slopes, lower)?;
     Some((d, x))
 }

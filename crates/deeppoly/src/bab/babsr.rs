@@ -8,7 +8,7 @@
 //! are bit for bit those, zeros' signs aside. In f64 without rounding: it
 //! steers the search only.
 
-use crate::base::bounds::NodeBounds;
+use crate::base::bounds::{LoHi, NodeBounds};
 use crate::base::ir::{Network, Op};
 use crate::base::relax::{ReluLower, relu_relax};
 use polycert_interval::Fp;
@@ -43,7 +43,7 @@ pub(crate) fn relaxed_coefficients<T: Fp, const L: usize>(
         }
         let x0 = nodes[id].inputs[0];
         for (k, (b, _)) in leaves.iter().enumerate() {
-            let (lo, hi) = &b[x0];
+            let LoHi { lo, hi } = &b[x0];
             match nodes[id].op {
                 Op::Relu => {
                     for (j, (a, gj)) in gx.iter_mut().zip(g).enumerate() {
@@ -77,7 +77,7 @@ mod tests {
         let mut coef: Vec<Vec<f64>> = net.nodes().iter().map(|n| vec![0.0; n.shape.numel()]).collect();
         coef[net.output()].iter_mut().zip(c).for_each(|(a, &v)| *a = v);
         crate::base::eval::backpropagate(net, &mut coef, |id, g, gx| {
-            let (lo, hi) = &bounds[net.node(id).inputs[0]];
+            let LoHi { lo, hi } = &bounds[net.node(id).inputs[0]];
             if net.node(id).op == Op::Relu {
                 for (j, (a, &gj)) in gx.iter_mut().zip(g).enumerate() {
                     let r = relu_relax(lo[j], hi[j], lower);
@@ -97,7 +97,10 @@ mod tests {
                 let k = n.shape.numel();
                 let mid: Vec<f64> = (0..k).map(|_| rng.weight(1.0)).collect();
                 let rad: Vec<f64> = (0..k).map(|_| rng.weight(1.0).abs()).collect();
-                (mid.iter().zip(&rad).map(|(m, r)| m - r).collect(), mid.iter().zip(&rad).map(|(m, r)| m + r).collect())
+                LoHi {
+                    lo: mid.iter().zip(&rad).map(|(m, r)| m - r).collect(),
+                    hi: mid.iter().zip(&rad).map(|(m, r)| m + r).collect(),
+                }
             })
             .collect()
     }

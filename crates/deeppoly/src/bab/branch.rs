@@ -13,7 +13,7 @@
 //! contradict each other prove the child (its domain is empty).
 
 use crate::bab::babsr::{LANES, LeafObjective, relaxed_coefficients};
-use crate::base::bounds::NodeBounds;
+use crate::base::bounds::{LoHi, NodeBounds};
 use crate::base::ir::{Network, NodeId, Op};
 use crate::base::relax::{ReluLower, relu_relax};
 use crate::crown::lagrange::SplitConstraint;
@@ -100,7 +100,7 @@ fn layer_bests<T: Fp, const L: usize>(
             continue;
         }
         let p = node.inputs[0];
-        let (lo, hi) = &bounds[p];
+        let LoHi { lo, hi } = &bounds[p];
         let mut best: Option<(ReluSplit, (f64, f64))> = None;
         for (j, a) in coef[id].iter().map(|a| a[k]).enumerate() {
             if !crate::base::relax::unstable(lo[j], hi[j]) {
@@ -124,7 +124,7 @@ fn layer_bests<T: Fp, const L: usize>(
 pub(crate) fn child_bounds<T: Fp>(parent: &NodeBounds<T>, splits: &[SplitConstraint]) -> NodeBounds<T> {
     let mut b = parent.clone();
     for c in splits {
-        let (lo, hi) = &mut b[c.node];
+        let LoHi { lo, hi } = &mut b[c.node];
         if c.active {
             lo[c.neuron] = lo[c.neuron].max(T::zero());
         } else {
@@ -138,6 +138,10 @@ pub(crate) fn child_bounds<T: Fp>(parent: &NodeBounds<T>, splits: &[SplitConstra
 mod tests {
     use super::*;
     use crate::base::ir::Shape;
+
+    fn lohi(lo: Vec<f64>, hi: Vec<f64>) -> LoHi<f64> {
+        LoHi { lo, hi }
+    }
 
     fn candidates(n: &Network, b: &NodeBounds<f64>, c: &[f64]) -> Vec<ReluSplit> {
         relu_candidates(n, &[(b, c)], ReluLower::Area).remove(0)
@@ -160,12 +164,15 @@ mod tests {
     fn chooses_the_relu_whose_upper_line_the_bound_pays() {
         let n = net();
         // x0 ∈ [−1, 3] (intercept 0.75), x1 ∈ [−2, 2] (intercept 1).
-        let b: NodeBounds<f64> = vec![
+        let b: NodeBounds<f64> = [
             (vec![-1.0, -1.0], vec![1.0, 1.0]),
             (vec![-1.0, -2.0], vec![3.0, 2.0]),
             (vec![0.0, 0.0], vec![3.0, 2.0]),
             (vec![-2.0], vec![3.0]),
-        ];
+        ]
+        .into_iter()
+        .map(|(lo, hi)| lohi(lo, hi))
+        .collect();
         // Lower bound of +y: relu(x0) by its lower line, −relu(x1) by its upper line.
         assert_eq!(lane0(&n, &b, &[1.0], 2), vec![1.0, -1.0]);
         // The pass stops at the first ReLU's output: nothing below it.
@@ -175,11 +182,11 @@ mod tests {
         assert_eq!(candidates(&n, &b, &[-1.0]).first().copied(), Some(ReluSplit { node: 1, neuron: 0 }));
         let split = |active| SplitConstraint { node: 1, neuron: 0, active };
         let (a, i) = (child_bounds(&b, &[split(true)]), child_bounds(&b, &[split(false)]));
-        assert_eq!((a[1].0[0], a[1].1[0], i[1].0[0], i[1].1[0]), (0.0, 3.0, -1.0, 0.0));
-        assert_eq!(a[1].0[1], -2.0);
+        assert_eq!((a[1].lo[0], a[1].hi[0], i[1].lo[0], i[1].hi[0]), (0.0, 3.0, -1.0, 0.0));
+        assert_eq!(a[1].lo[1], -2.0);
         // Every ReLU stable: nothing to split.
         let mut s = b.clone();
-        s[1] = (vec![0.5, -2.0], vec![3.0, -1.0]);
+        s[1] = lohi(vec![0.5, -2.0], vec![3.0, -1.0]);
         assert_eq!(candidates(&n, &s, &[1.0]).first().copied(), None);
     }
 
@@ -194,14 +201,17 @@ mod tests {
         n.push("g", Op::Dense { weight: vec![0.1, 1.0], bias: vec![-2.0], out: 1 }, &[2]).unwrap();
         n.push("r2", Op::Relu, &[3]).unwrap();
         n.push("y", Op::Dense { weight: vec![-1.0], bias: vec![0.0], out: 1 }, &[4]).unwrap();
-        let b: NodeBounds<f64> = vec![
+        let b: NodeBounds<f64> = [
             (vec![-1.0, -1.0], vec![1.0, 1.0]),
             (vec![-1.0, 1.0], vec![1.0, 3.0]),
             (vec![0.0, 1.0], vec![1.0, 3.0]),
             (vec![-1.0], vec![1.1]),
             (vec![0.0], vec![1.1]),
             (vec![-1.1], vec![0.0]),
-        ];
+        ]
+        .into_iter()
+        .map(|(lo, hi)| lohi(lo, hi))
+        .collect();
         // −1 on r2's output pays r2's upper line: slope 1.1/2.1 on g.
         assert_eq!(lane0(&n, &b, &[1.0], 4), vec![-1.0]);
         let (r1, slope) = (lane0(&n, &b, &[1.0], 2), 1.1 / 2.1);
@@ -221,7 +231,7 @@ mod tests {
         assert_eq!(got, vec![ReluSplit { node: 3, neuron: 0 }, ReluSplit { node: 1, neuron: 0 }]);
         // With g stable, x0 is both BaBSR's and the first layer's: one candidate.
         let mut s = b.clone();
-        s[3] = (vec![0.1], vec![1.1]);
+        s[3] = lohi(vec![0.1], vec![1.1]);
         assert_eq!(candidates(&n, &s, &[1.0]), vec![ReluSplit { node: 1, neuron: 0 }]);
     }
 }

@@ -111,7 +111,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 if proofs_only {
                     continue;
                 }
-                let (betas, slopes) = (&warm.0[..], warm.1.as_deref());
+                let (betas, slopes) = (&warm.betas[..], warm.slopes.as_deref());
                 let view = LeafView { sp, lbs: l, bounds: &b, splits: &leaves[i].splits, betas, slopes };
                 match self.exact_leaf_corner(&view) {
                     Some(c) => return Err(c),
@@ -124,7 +124,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 _ => cands,
             };
             // Every child shares these bounds until it is analysed.
-            let held = inherited_bytes(&b, warm.1.as_deref()) / (2 * cands.len());
+            let held = inherited_bytes(&b, warm.slopes.as_deref()) / (2 * cands.len());
             let parent = Arc::new(b);
             let shared = Arc::new((*sp).clone());
             for (k, &s) in cands.iter().enumerate() {
@@ -133,7 +133,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let mut splits = leaves[i].splits.clone();
                     splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
                     let (prior, after, betas, slopes) =
-                        (Some(parent.clone()), Some(s.node), warm.0.clone(), warm.1.clone());
+                        (Some(parent.clone()), Some(s.node), warm.betas.clone(), warm.slopes.clone());
                     let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
                     let sp = shared.clone();
                     let weakest = parent_weakest;
@@ -209,7 +209,7 @@ fn midpoint(l: f64, h: f64) -> Option<f64> {
 /// share (`Leaf::held`).
 fn inherited_bytes<T>(b: &NodeBounds<T>, slopes: Option<&Slopes>) -> usize {
     let slopes = slopes.map_or(0, |s| s.iter().map(Vec::len).sum::<usize>() * std::mem::size_of::<f64>());
-    b.iter().map(|(l, h)| l.len() + h.len()).sum::<usize>() * std::mem::size_of::<T>() + slopes
+    b.iter().map(|b| b.lo.len() + b.hi.len()).sum::<usize>() * std::mem::size_of::<T>() + slopes
 }
 
 #[cfg(test)]

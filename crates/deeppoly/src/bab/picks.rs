@@ -33,7 +33,8 @@ impl Picks {
     /// one whose worse child ends with the better bound (a proved child
     /// counts as `+∞`; ties keep the first, BaBSR's).
     pub(crate) fn keep<T>(&mut self, leaves: &[Leaf<T>], res: &[crate::gpupoly::passes::SlotResult]) -> Vec<bool> {
-        let end = |i: usize| if res[i].1 { f64::INFINITY } else { weakest(&leaves[i].sp.unsafe_region, &res[i].0) };
+        let end =
+            |i: usize| if res[i].proved { f64::INFINITY } else { weakest(&leaves[i].sp.unsafe_region, &res[i].lower) };
         // Per parent: per candidate, its worse child's bound.
         let mut worst: std::collections::BTreeMap<usize, [f64; 2]> = std::collections::BTreeMap::new();
         for (i, l) in leaves.iter().enumerate() {
@@ -55,6 +56,7 @@ impl Picks {
 mod tests {
     use super::*;
     use crate::base::property::{InputBox, Property};
+    use crate::gpupoly::passes::SlotResult;
 
     /// Two candidates of parent 1: BaBSR's children end at −1 and proved,
     /// the first layer's at −0.5 and −0.2: the second is kept (its worse
@@ -81,7 +83,10 @@ mod tests {
             (vec![-0.3], false),
             (vec![-0.3], false),
             (vec![-9.0], false),
-        ];
+        ]
+        .into_iter()
+        .map(|(lower, proved)| SlotResult { lower, proved })
+        .collect::<Vec<_>>();
         let mut picks = Picks::default();
         assert_eq!(picks.keep(&leaves, &res), vec![false, false, true, true, true, false, true]);
         assert_eq!(picks.wins, [1, 1]);

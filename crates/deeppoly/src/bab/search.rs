@@ -30,7 +30,7 @@ use crate::base::property::{Counterexample, SearchStats, SubProblem, closed_marg
 use crate::base::relax::{LayerSlopes, Slopes};
 use crate::crown::analyse::Within;
 use crate::crown::lagrange::SplitConstraint;
-use crate::gpupoly::passes::LayerGate;
+use crate::gpupoly::passes::{LayerGate, SlotResult};
 use polycert_interval::Fp;
 use std::sync::Arc;
 use std::time::Instant;
@@ -56,8 +56,13 @@ pub(crate) enum Branching {
 /// Per half-space of a leaf: the β to start from, if any.
 pub(crate) type Warm = Vec<Option<Vec<f64>>>;
 
-/// What a parent's rows ended with: per half-space β, and the slopes.
-pub(crate) type Start = (Warm, Option<Arc<Slopes>>);
+/// What a parent's rows ended with, for its children to start from.
+pub(crate) struct Start {
+    /// Per half-space β.
+    pub(crate) betas: Warm,
+    /// The lower slopes.
+    pub(crate) slopes: Option<Arc<Slopes>>,
+}
 
 /// A leaf of the search: its box and open disjuncts, the bounds it starts
 /// from, and the last layer whose bounds it shares with its parent.
@@ -253,46 +258,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<Round<T>, AnalysisError> {
         let (how, deadline) = (plan.how, plan.deadline);
         let refs: Vec<&SubProblem> = leaves.iter().map(|l| &*l.sp).collect();
-        let clamped: Vec<Option<NodeBounds<T>>> = leaves
-            .iter()
-            .map(|l| {
-                // Its parent's bounds hold every split but the last; its root's, none.
-                let from = if l.from_root { 0 } else { l.splits.len().saturating_sub(1) };
-                let p = l.prior.as_deref().filter(|_| !l.splits.is_empty())?;
-                Some(crate::bab::branch::child_bounds(p, &l.splits[from..]))
-            })
-            .collect();
-        let within: Vec<Within<'_, T>> = leaves
-            .iter()
-            .zip(&clamped)
-            .map(|(l, c)| Within {
-                prior: c.as_ref().or(l.prior.as_deref()),
-                after: l.after,
-                splits: &l.splits,
-                betas: &l.betas,
-                slopes: l.slopes.as_deref(),
-                inter: l.inter.as_deref(),
-            })
-            .collect();
+        let clamped = clamped_priors(&leaves);
+        let within = within_of(&leaves, &clamped);
         let (res, bounds, mut duals) =
             self.analyze_within(&refs, &within, w.gate.as_ref().map(|g| g as &dyn LayerGate), deadline)?;
         let keep = w.picks.keep(&leaves, &res);
-        let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].1).collect();
-        let mut round = Round {
-            // A proved or dropped leaf is done; an open one once split.
-            done: leaves.iter().enumerate().map(|(i, l)| (l.root, !keep[i] || res[i].1)).collect(),
-            proved: (0..leaves.len()).filter(|&i| keep[i] && res[i].1).count(),
-            closed: (0..leaves.len())
-                .filter(|&i| keep[i])
-                .map(|i| closed_margin(&refs[i].unsafe_region, &res[i].0))
-                .fold(f64::INFINITY, f64::min),
-            ..Round::default()
-        };
+        let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].proved).collect();
+        let mut round = settled(&leaves, &keep, &res, &refs);
         if todo.is_empty() {
             return Ok(round);
         }
         // Each open leaf keeps the disjuncts it has not proved.
-        let parts: Vec<_> = todo.iter().map(|&i| open_part(refs[i], &res[i].0)).collect();
+        let parts: Vec<_> = todo.iter().map(|&i| open_part(refs[i], &res[i].lower)).collect();
         let sps: Vec<&SubProblem> = parts.iter().map(|p| &p.0).collect();
         let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.1[..]).collect();
         // ReLU leaves share their box: their centre and PGD are the root's.
@@ -319,7 +296,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .zip(&parts)
                     .map(|(&i, (_, _, kept))| {
                         let b = kept.iter().map(|&h| duals.betas.get(&(i, h)).cloned()).collect();
-                        (b, duals.slopes.remove(&i).map(Arc::new))
+                        Start { betas: b, slopes: duals.slopes.remove(&i).map(Arc::new) }
                     })
                     .collect();
                 let views: Vec<LeafView<'_, T>> = (0..todo.len())
@@ -329,8 +306,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                             lbs: lbs[k],
                             bounds: bounds[todo[k]].as_ref()?,
                             splits: &leaves[todo[k]].splits,
-                            betas: &warm[k].0,
-                            slopes: warm[k].1.as_deref(),
+                            betas: &warm[k].betas,
+                            slopes: warm[k].slopes.as_deref(),
                         })
                     })
                     .collect();
@@ -345,16 +322,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         };
         // A leaf that cannot be split stays open: the sub-problem cannot be
         // proved any more, but the other leaves may still falsify it.
-        match children {
-            Ok((children, stuck)) => {
-                let weak_of = |i: usize| todo.iter().position(|&t| t == i).map_or(f64::NEG_INFINITY, |k| weak[k]);
-                round.stuck_weakest = stuck.iter().map(|&i| weak_of(i)).fold(f64::INFINITY, f64::min);
-                round.stuck = stuck.into_iter().map(|i| leaves[i].root).collect();
-                round.split = todo.iter().map(|&i| leaves[i].root).collect();
-                round.children = children;
-            }
-            Err(c) => round.falsified = Some(c),
-        }
+        record_children(&mut round, children, &todo, &weak, &leaves);
         Ok(round)
     }
 }
@@ -367,4 +335,68 @@ fn open_part(sp: &SubProblem, lbs: &[f64]) -> (SubProblem, Vec<f64>, Vec<usize>)
     let kept: Vec<usize> = open.into_iter().flat_map(|(_, r, _)| r).collect();
     let l = kept.iter().map(|&h| lbs.get(h).copied().unwrap_or(f64::NEG_INFINITY)).collect();
     (SubProblem { input: sp.input.clone(), unsafe_region: region }, l, kept)
+}
+
+/// Per leaf with splits, its prior clamped by the splits it lacks.
+fn clamped_priors<T: Fp>(leaves: &[Leaf<T>]) -> Vec<Option<NodeBounds<T>>> {
+    leaves
+        .iter()
+        .map(|l| {
+            // Its parent's bounds hold every split but the last; its root's, none.
+            let from = if l.from_root { 0 } else { l.splits.len().saturating_sub(1) };
+            let p = l.prior.as_deref().filter(|_| !l.splits.is_empty())?;
+            Some(crate::bab::branch::child_bounds(p, &l.splits[from..]))
+        })
+        .collect()
+}
+
+/// Per leaf, what its analysis starts from: its clamped prior, else its own.
+fn within_of<'l, T>(leaves: &'l [Leaf<T>], clamped: &'l [Option<NodeBounds<T>>]) -> Vec<Within<'l, T>> {
+    leaves
+        .iter()
+        .zip(clamped)
+        .map(|(l, c)| Within {
+            prior: c.as_ref().or(l.prior.as_deref()),
+            after: l.after,
+            splits: &l.splits,
+            betas: &l.betas,
+            slopes: l.slopes.as_deref(),
+            inter: l.inter.as_deref(),
+        })
+        .collect()
+}
+
+/// A round's analysed leaves: which are done, how many proved, and the
+/// smallest margin a kept leaf closed a disjunct by.
+fn settled<T>(leaves: &[Leaf<T>], keep: &[bool], res: &[SlotResult], refs: &[&SubProblem]) -> Round<T> {
+    Round {
+        // A proved or dropped leaf is done; an open one once split.
+        done: leaves.iter().enumerate().map(|(i, l)| (l.root, !keep[i] || res[i].proved)).collect(),
+        proved: (0..leaves.len()).filter(|&i| keep[i] && res[i].proved).count(),
+        closed: (0..leaves.len())
+            .filter(|&i| keep[i])
+            .map(|i| closed_margin(&refs[i].unsafe_region, &res[i].lower))
+            .fold(f64::INFINITY, f64::min),
+        ..Round::default()
+    }
+}
+
+/// The round's children, or the counterexample found instead.
+fn record_children<T>(
+    round: &mut Round<T>,
+    children: Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample>,
+    todo: &[usize],
+    weak: &[f64],
+    leaves: &[Leaf<T>],
+) {
+    match children {
+        Ok((children, stuck)) => {
+            let weak_of = |i: usize| todo.iter().position(|&t| t == i).map_or(f64::NEG_INFINITY, |k| weak[k]);
+            round.stuck_weakest = stuck.iter().map(|&i| weak_of(i)).fold(f64::INFINITY, f64::min);
+            round.stuck = stuck.into_iter().map(|i| leaves[i].root).collect();
+            round.split = todo.iter().map(|&i| leaves[i].root).collect();
+            round.children = children;
+        }
+        Err(c) => round.falsified = Some(c),
+    }
 }

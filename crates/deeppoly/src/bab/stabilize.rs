@@ -18,7 +18,7 @@
 use crate::bab::search::{Branching, RootTally, Search};
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
-use crate::base::bounds::NodeBounds;
+use crate::base::bounds::{LoHi, NodeBounds};
 use crate::base::ir::Op;
 use crate::base::property::SearchStats;
 use crate::base::property::{Halfspace, InputBox, SubProblem};
@@ -238,7 +238,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok((Vec::new(), 0));
         }
         let prior: Arc<NodeBounds<T>> =
-            Arc::new(st.bounds[..=p].iter().map(|b| (b.lo.clone(), b.hi.clone())).collect());
+            Arc::new(st.bounds[..=p].iter().map(|b| LoHi { lo: b.lo.clone(), hi: b.hi.clone() }).collect());
         // The unsafe side of end (i, s, t): s·x_i ≤ s·t. An attack that
         // reaches it shows the end does not hold.
         let side = |&(i, s, t): &End| {

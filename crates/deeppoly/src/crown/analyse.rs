@@ -6,7 +6,7 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
-use crate::base::bounds::NodeBounds;
+use crate::base::bounds::{LoHi, NodeBounds};
 use crate::base::property::{InputBox, SubProblem};
 use crate::base::relax::{LayerSlopes, Slopes};
 use crate::crown::lagrange::SplitConstraint;
@@ -63,11 +63,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let bounds = (0..sps.len())
             .map(|s| {
                 st.iter()
-                    .filter(|_| !res[s].1)
+                    .filter(|_| !res[s].proved)
                     .flat_map(|st| &st.bounds)
                     .map(|b| {
                         let n = b.lo.len() / sps.len();
-                        (b.lo[s * n..(s + 1) * n].to_vec(), b.hi[s * n..(s + 1) * n].to_vec())
+                        LoHi { lo: b.lo[s * n..(s + 1) * n].to_vec(), hi: b.hi[s * n..(s + 1) * n].to_vec() }
                     })
                     .collect()
             })
@@ -98,7 +98,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let _p = crate::base::profile::span("prove_output");
             self.prove_output(&mut st, sps, &all, None, deadline)?
         };
-        let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].1).collect();
+        let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].proved).collect();
         let mut duals = Duals::default();
         if !open.is_empty() && self.opts.refine {
             {
@@ -123,11 +123,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .collect()
             };
             let again = self.prove_output(&mut st, sps, &open, Some(&get), deadline)?;
-            for (&s, (l2, p2)) in open.iter().zip(again) {
-                let lbs: Vec<f64> = res[s].0.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
+            for (&s, SlotResult { lower: l2, proved: p2 }) in open.iter().zip(again) {
+                let lbs: Vec<f64> = res[s].lower.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
                 // A disjunct either pass proved is proved.
                 let proved = p2 || crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &lbs).is_empty();
-                res[s] = (lbs, proved);
+                res[s] = SlotResult { lower: lbs, proved };
             }
         }
         Ok((res, Some(st), duals))

@@ -33,6 +33,15 @@ struct Job<'j, T> {
     warm: Option<&'j Slopes>,
 }
 
+/// A slot's finished search: its rows' half-spaces `hs`, what it chose,
+/// and its evaluations.
+struct Finished {
+    s: usize,
+    hs: Vec<usize>,
+    chosen: Option<Chosen>,
+    work: usize,
+}
+
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Per open slot: lower slopes for its unstable ReLUs (with
     /// `Options::optimize_slopes`) and, per open disjunct's nearest
@@ -57,60 +66,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .filter(|&s| !st.empty[s] && (slopes || within.get(s).is_some_and(|w| !w.splits.is_empty())))
             .collect();
         let (net, lower) = (self.net, self.opts.relu_lower);
-        let nodes = net.nodes();
-        // The affine layers' constant intervals, which the sound bound pays.
-        let bias: Vec<Option<(Vec<T>, Vec<T>)>> = if jobs.is_empty() {
-            Vec::new()
-        } else {
-            st.steps
-                .iter()
-                .map(|step| match step {
-                    Step::Bias { lo, hi } => Some((self.backend.download(lo).ok()?, self.backend.download(hi).ok()?)),
-                    _ => None,
-                })
-                .collect()
-        };
+        let bias = if jobs.is_empty() { Vec::new() } else { self.affine_biases(st) };
         // Per job: its rows (per open disjunct, its half-space nearest to
         // infeasible), its node bounds and constant intervals.
         let prep = crate::base::profile::span("lagrange.prepare");
         let prepared: Vec<Job<'_, T>> = jobs
             .par_iter()
-            .map(|&s| {
-                let w = within.get(s).unwrap_or(&none);
-                let halfspaces: Vec<&crate::base::property::Halfspace> =
-                    sps[s].unsafe_region.iter().flatten().collect();
-                let hs: Vec<usize> = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &res[s].0)
-                    .into_iter()
-                    .filter_map(|(_, r, _)| r.max_by(|&a, &b| res[s].0[a].total_cmp(&res[s].0[b])))
-                    .collect();
-                let rows: Vec<Objective<'_>> = hs
-                    .iter()
-                    .map(|&h| Objective {
-                        c: &halfspaces[h].c,
-                        d: halfspaces[h].d,
-                        beta: w.betas.get(h).and_then(|b| b.as_deref()),
-                    })
-                    .collect();
-                let view: SlotBounds<'_, T> = st
-                    .bounds
-                    .iter()
-                    .zip(nodes)
-                    .map(|(b, n)| {
-                        let k = n.shape.numel();
-                        (&b.lo[s * k..(s + 1) * k], &b.hi[s * k..(s + 1) * k])
-                    })
-                    .collect();
-                let slot_bias: SlotBias<'_, T> = bias
-                    .iter()
-                    .zip(nodes)
-                    .map(|(b, n)| {
-                        let k = n.shape.numel();
-                        b.as_ref().map(|(lo, hi)| (&lo[s * k..(s + 1) * k], &hi[s * k..(s + 1) * k]))
-                    })
-                    .collect();
-                let offsets = crate::crown::relaxed_bound::rounding_offsets(net, &slot_bias);
-                Job { s, hs, rows, view, offsets, splits: w.splits, warm: w.slopes }
-            })
+            .map(|&s| prepare_job(net, st, (sps[s], s, &res[s].lower), within.get(s).unwrap_or(&none), &bias))
             .collect();
         let mut searches: Vec<Option<SlotSearch>> = prepared
             .par_iter()
@@ -132,11 +94,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         if self.opts.relaxed_on == RelaxedOn::HostRows {
             self.search_on_host_rows(&prepared, &mut searches);
         }
-        let chosen: Vec<(usize, Vec<usize>, Option<Chosen>, usize)> = prepared
+        let chosen: Vec<Finished> = prepared
             .into_par_iter()
             .zip(searches)
             .filter_map(|(j, search)| {
-                let (c, work) = if search.as_ref()?.done() {
+                let (chosen, work) = if search.as_ref()?.done() {
                     let search = search?;
                     let work = search.evaluations();
                     (search.finish(), work)
@@ -150,26 +112,25 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         lower,
                     )
                 };
-                Some((j.s, j.hs, c, work))
+                Some(Finished { s: j.s, hs: j.hs, chosen, work })
             })
             .collect();
         if auto {
-            let work = chosen.iter().map(|c| c.3).sum();
+            let work = chosen.iter().map(|c| c.work).sum();
             self.relaxed_clock.borrow_mut().record(on_backend, start.elapsed().as_secs_f64(), work);
         }
-        let chosen = chosen.into_iter().filter_map(|(s, hs, c, _)| Some((s, hs, c?)));
-        let mut duals = Duals::default();
-        for (s, hs, c) in chosen {
-            for (h, b) in hs.into_iter().zip(c.betas) {
-                if let Some(b) = b {
-                    duals.betas.insert((s, h), b);
-                }
-            }
-            if let Some(a) = c.alpha {
-                duals.slopes.insert(s, a);
-            }
-        }
-        duals
+        duals_of(chosen)
+    }
+
+    /// The affine layers' constant intervals, which the sound bound pays.
+    fn affine_biases(&self, st: &RunState<T, B::Buf>) -> Vec<Option<(Vec<T>, Vec<T>)>> {
+        st.steps
+            .iter()
+            .map(|step| match step {
+                Step::Bias { lo, hi } => Some((self.backend.download(lo).ok()?, self.backend.download(hi).ok()?)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Steps the searches of at most `lagrange::STEPS` steps together while
@@ -271,4 +232,66 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         true
     }
+}
+
+/// Slot `s`'s job (its sub-problem `sp`, its rows' lower bounds `lower`):
+/// per open disjunct its half-space nearest to infeasible, its node bounds
+/// and constant intervals.
+fn prepare_job<'j, T: Fp, Buf>(
+    net: &'j crate::base::ir::Network,
+    st: &'j RunState<T, Buf>,
+    (sp, s, lower): (&'j SubProblem, usize, &[f64]),
+    w: &'j Within<'j, T>,
+    bias: &'j [Option<(Vec<T>, Vec<T>)>],
+) -> Job<'j, T> {
+    let nodes = net.nodes();
+    let halfspaces: Vec<&crate::base::property::Halfspace> = sp.unsafe_region.iter().flatten().collect();
+    let hs: Vec<usize> = crate::base::property::unproved_disjuncts(&sp.unsafe_region, lower)
+        .into_iter()
+        .filter_map(|(_, r, _)| r.max_by(|&a, &b| lower[a].total_cmp(&lower[b])))
+        .collect();
+    let rows: Vec<Objective<'_>> = hs
+        .iter()
+        .map(|&h| Objective {
+            c: &halfspaces[h].c,
+            d: halfspaces[h].d,
+            beta: w.betas.get(h).and_then(|b| b.as_deref()),
+        })
+        .collect();
+    let view: SlotBounds<'_, T> = st
+        .bounds
+        .iter()
+        .zip(nodes)
+        .map(|(b, n)| {
+            let k = n.shape.numel();
+            (&b.lo[s * k..(s + 1) * k], &b.hi[s * k..(s + 1) * k])
+        })
+        .collect();
+    let slot_bias: SlotBias<'_, T> = bias
+        .iter()
+        .zip(nodes)
+        .map(|(b, n)| {
+            let k = n.shape.numel();
+            b.as_ref().map(|(lo, hi)| (&lo[s * k..(s + 1) * k], &hi[s * k..(s + 1) * k]))
+        })
+        .collect();
+    let offsets = crate::crown::relaxed_bound::rounding_offsets(net, &slot_bias);
+    Job { s, hs, rows, view, offsets, splits: w.splits, warm: w.slopes }
+}
+
+/// The parameters the finished searches chose.
+fn duals_of(chosen: Vec<Finished>) -> Duals {
+    let chosen = chosen.into_iter().filter_map(|f| Some((f.s, f.hs, f.chosen?)));
+    let mut duals = Duals::default();
+    for (s, hs, c) in chosen {
+        for (h, b) in hs.into_iter().zip(c.betas) {
+            if let Some(b) = b {
+                duals.betas.insert((s, h), b);
+            }
+        }
+        if let Some(a) = c.alpha {
+            duals.slopes.insert(s, a);
+        }
+    }
+    duals
 }

@@ -49,6 +49,14 @@ struct ReluLines<Buf> {
 /// the indices and the values.
 type SparseJob<Buf, T> = (NodeId, Option<Buf>, Vec<u32>, Vec<T>);
 
+/// An evaluation's sparse uploads, per node where it has one.
+struct Scattered<Buf> {
+    /// A ReLU's lower slopes.
+    lo_tab: Vec<Option<Buf>>,
+    /// A split node's coefficients.
+    coef: Vec<Option<Buf>>,
+}
+
 /// What stays fixed across a search's evaluations: the rows' tables on the
 /// backend.
 pub(crate) struct RelaxedRows<'r, 'a, B: Backend<T>, T: Fp> {
@@ -195,12 +203,22 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
     /// supergradients (`alpha[r]`: row `r`'s slot's slopes, `None` for the
     /// relaxation's own; `beta[r]`: one per split of its slot).
     pub(crate) fn eval(&self, alpha: &[Option<&Slopes>], beta: &[&[f64]]) -> BResult<Vec<Eval>> {
-        let (net, be, r_n) = (self.an.net, self.an.backend, self.rows.len());
-        let nodes = net.nodes();
         let passes = crate::base::profile::span("relaxed.passes");
-        // Sparse uploads, all in one: per ReLU, its lower slopes (the slot's
-        // α where free, else the relaxation's); per split node, its
-        // coefficients, nonzero (−β·s) at the split neurons only.
+        let jobs = self.sparse_jobs(alpha, beta)?;
+        let Scattered { lo_tab, coef } = self.scatter_jobs(&jobs)?;
+        let coef = self.backward(coef, &lo_tab)?;
+        let z = self.forward_at_corners(&coef, &lo_tab)?;
+        drop(passes);
+        let _d = crate::base::profile::span("relaxed.download");
+        self.bounds_and_gradients(&coef, &z, alpha, beta)
+    }
+
+    /// Sparse uploads, all in one: per ReLU, its lower slopes (the slot's
+    /// α where free, else the relaxation's); per split node, its
+    /// coefficients, nonzero (−β·s) at the split neurons only.
+    fn sparse_jobs(&self, alpha: &[Option<&Slopes>], beta: &[&[f64]]) -> BResult<Vec<SparseJob<B::Buf, T>>> {
+        let (be, r_n) = (self.an.backend, self.rows.len());
+        let nodes = self.an.net.nodes();
         let mut jobs: Vec<SparseJob<B::Buf, T>> = Vec::new();
         for (id, lines) in self.relu.iter().enumerate() {
             let Some(l) = lines else { continue };
@@ -235,6 +253,12 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             }
             jobs.push((k, Some(be.zeros(r_n * n)?), idx, vals));
         }
+        Ok(jobs)
+    }
+
+    /// The jobs uploaded.
+    fn scatter_jobs(&self, jobs: &[SparseJob<B::Buf, T>]) -> BResult<Scattered<B::Buf>> {
+        let (be, nodes) = (self.an.backend, self.an.net.nodes());
         let parts: Vec<(&B::Buf, &[u32], &[T])> = jobs
             .iter()
             .map(|(id, own, i, v)| {
@@ -243,9 +267,17 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             .collect();
         let mut lo_tab: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
         let mut coef: Vec<Option<B::Buf>> = (0..nodes.len()).map(|_| None).collect();
-        for (buf, (id, own, _, _)) in be.scatter_many(&parts)?.into_iter().zip(&jobs) {
+        for (buf, (id, own, _, _)) in be.scatter_many(&parts)?.into_iter().zip(jobs) {
             if own.is_none() { lo_tab[*id] = Some(buf) } else { coef[*id] = Some(buf) }
         }
+        Ok(Scattered { lo_tab, coef })
+    }
+
+    /// Backward: every row's coefficients of every node, from the output's
+    /// seed and the split nodes' β terms in `coef`.
+    fn backward(&self, mut coef: Vec<Option<B::Buf>>, lo_tab: &[Option<B::Buf>]) -> BResult<Vec<B::Buf>> {
+        let (net, be, r_n) = (self.an.net, self.an.backend, self.rows.len());
+        let nodes = net.nodes();
         let acc = |coef: &mut Vec<Option<B::Buf>>, k: NodeId, g: B::Buf| -> BResult<()> {
             coef[k] = Some(match coef[k].take() {
                 None => g,
@@ -291,7 +323,13 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             }
         }
         let coef: Vec<B::Buf> = coef.into_iter().map(|c| c.expect("filled")).collect();
-        // Forward: the relaxed network at each row's minimising corner.
+        Ok(coef)
+    }
+
+    /// Forward: the relaxed network at each row's minimising corner.
+    fn forward_at_corners(&self, coef: &[B::Buf], lo_tab: &[Option<B::Buf>]) -> BResult<Vec<Option<B::Buf>>> {
+        let (net, be, r_n) = (self.an.net, self.an.backend, self.rows.len());
+        let nodes = net.nodes();
         let mut z: Vec<Option<B::Buf>> = Vec::with_capacity(nodes.len());
         z.push(Some(be.pointwise(Pointwise::Select { a: &coef[0], pos: &self.input.0, neg: &self.input.1 })?));
         for (id, node) in nodes.iter().enumerate().skip(1) {
@@ -325,9 +363,7 @@ impl<'r, 'a, B: Backend<T>, T: Fp> RelaxedRows<'r, 'a, B, T> {
             };
             z.push(v);
         }
-        drop(passes);
-        let _d = crate::base::profile::span("relaxed.download");
-        self.bounds_and_gradients(&coef, &z, alpha, beta)
+        Ok(z)
     }
 
     /// Downloads what the rows' bounds and supergradients need.

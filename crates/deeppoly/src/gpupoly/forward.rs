@@ -3,10 +3,9 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer, Params};
 use crate::base::backend::Backend;
-use crate::base::ir::{NodeId, Op, Shape};
+use crate::base::ir::{NodeId, Op};
 use crate::base::property::InputBox;
 use crate::base::relax::relu_relax;
-use crate::base::scurve::{SIGMOID_TOLERANCE, sigmoid_relax};
 use polycert_interval::{Fp, fp};
 use rayon::prelude::*;
 
@@ -59,28 +58,8 @@ pub(crate) enum Step<Buf> {
     },
 }
 
-/// The inference's rounding bound for `ops` operations on values up to a
-/// magnitude, or `+inf` when they could overflow the network's format; its
-/// constants computed once per layer.
-#[derive(Clone, Copy)]
-struct RoundingOrOverflow {
-    err: polycert_interval::ErrorBound,
-    limit: f64,
-}
-
-impl RoundingOrOverflow {
-    fn new(model: polycert_interval::FloatModel, ops: usize) -> Self {
-        Self { err: model.error_bound(ops), limit: model.overflow_threshold() }
-    }
-
-    fn of(self, mag: f64) -> f64 {
-        let e = self.err.of(mag);
-        if fp::add_up(mag, e) < self.limit { e } else { f64::INFINITY }
-    }
-}
-
 /// Bounds and backsubstitution data of one node.
-type NodeResult<T, Buf> = (Bounds<T, Buf>, Step<Buf>);
+pub(crate) type NodeResult<T, Buf> = (Bounds<T, Buf>, Step<Buf>);
 
 /// State of an analysis of a batch of input boxes. Every per-neuron
 /// vector holds `batch × neurons` values, one slot per box (property-major).
@@ -127,7 +106,7 @@ fn meet<T: Fp>((lo, hi): (&mut T, &mut T), (l, h): (T, T)) -> bool {
 impl<T, Buf> RunState<T, Buf> {
     /// Every node's bounds, off the device.
     pub(crate) fn into_bounds(self) -> crate::base::bounds::NodeBounds<T> {
-        self.bounds.into_iter().map(|b| (b.lo, b.hi)).collect()
+        self.bounds.into_iter().map(|b| crate::base::bounds::LoHi { lo: b.lo, hi: b.hi }).collect()
     }
 
     /// Drops the magnitudes derived from the bounds of nodes `from..`.
@@ -175,7 +154,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let n = self.net.node(id).shape.numel();
             if prior.iter().any(|p| p.and_then(|p| p.get(id)).is_some()) {
                 let with = |slot: usize| {
-                    let (lo, hi) = prior.get(slot).copied().flatten()?.get(id)?;
+                    let crate::base::bounds::LoHi { lo, hi } = prior.get(slot).copied().flatten()?.get(id)?;
                     Some((&lo[..], &hi[..]))
                 };
                 intersect_slots(&mut b, &mut st.empty, n, with);
@@ -275,16 +254,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(r1)
     }
 
-    fn relu_step(&self, x: &Bounds<T, B::Buf>) -> Result<Step<B::Buf>, AnalysisError> {
-        let lower = self.opts.relu_lower;
-        let [a, b, c] = par_columns(x.lo.len(), |i| {
-            let r = relu_relax(x.lo[i], x.hi[i], lower);
-            [r.lam_lo, r.lam_up, r.mu_up]
-        });
-        let be = self.backend;
-        Ok(Step::Relu { lam_lo: be.upload(&a)?, lam_up: be.upload(&b)?, mu_up: be.upload(&c)?, mu_lo: None })
-    }
-
     /// Replaces the lower slopes of the listed slots' unstable ReLUs by
     /// optimised ones (`lagrange.rs`), each rounded into `[0, 1]`, where any
     /// slope gives a valid lower line.
@@ -331,165 +300,23 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(())
     }
 
-    /// σ's bounds and relaxation over its input's bounds.
-    fn sigmoid_step(&self, x: &Bounds<T, B::Buf>) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
-        let n = x.lo.len();
-        let (mut ll, mut ml, mut lu, mut mu) =
-            (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
-        let (mut lo, mut hi) = (vec![T::zero(); n], vec![T::zero(); n]);
-        for i in 0..n {
-            let r = sigmoid_relax(x.lo[i], x.hi[i], SIGMOID_TOLERANCE);
-            (ll[i], ml[i], lu[i], mu[i], lo[i], hi[i]) = (r.lam_lo, r.mu_lo, r.lam_up, r.mu_up, r.lo, r.hi);
-        }
-        let be = self.backend;
-        let step = Step::Relu {
-            lam_lo: be.upload(&ll)?,
-            lam_up: be.upload(&lu)?,
-            mu_up: be.upload(&mu)?,
-            mu_lo: Some(be.upload(&ml)?),
-        };
-        Ok((Bounds { lo, hi, dev: None }, step))
-    }
-
+    /// One node's bounds and step: a dispatch on its op to `steps.rs`.
     fn forward_node(&self, st: &mut RunState<T, B::Buf>, id: NodeId) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let node = self.net.node(id);
-        let be = self.backend;
-        let model = self.opts.network_float;
-        let batch = st.batch;
         let x0 = node.inputs[0];
-        let host = |lo: Vec<T>, hi: Vec<T>| Bounds { lo, hi, dev: None };
         Ok(match (&node.op, &self.params[id]) {
-            (Op::Dense { .. } | Op::Conv2d(_), Params::Affine { w, b, .. }) => {
-                let in_shape = self.net.node(x0).shape;
-                let (xl, xh) = self.bounds_dev(st, x0)?;
-                let f = match &node.op {
-                    Op::Dense { .. } => be.forward_dense(w, b, in_shape.numel(), (xl, xh), batch, model)?,
-                    Op::Conv2d(c) => be.forward_conv(c, w, b, in_shape, (xl, xh), batch, model)?,
-                    _ => unreachable!(),
-                };
-                let (lo, hi) = (be.download(&f.lo)?, be.download(&f.hi)?);
-                (Bounds { lo, hi, dev: Some((f.lo, f.hi)) }, Step::Bias { lo: f.bias_lo, hi: f.bias_hi })
-            }
-            (Op::Relu, _) => {
-                let x = &st.bounds[x0];
-                let lo = map_n(x.lo.len(), x.lo.len(), |i| x.lo[i].max(T::zero()));
-                let hi = map_n(x.hi.len(), x.hi.len(), |i| x.hi[i].max(T::zero()));
-                (host(lo, hi), self.relu_step(x)?)
-            }
+            (Op::Dense { .. } | Op::Conv2d(_), Params::Affine { w, b, .. }) => self.affine_step(st, id, (w, b))?,
+            (Op::Relu, _) => self.relu_node(&st.bounds[x0])?,
             (Op::Sigmoid, _) => self.sigmoid_step(&st.bounds[x0])?,
-            (Op::Reshape, _) => (host(st.bounds[x0].lo.clone(), st.bounds[x0].hi.clone()), Step::None),
-            (Op::MaxPool2d(p), _) => {
-                let si = self.net.node(x0).shape;
-                let x = &st.bounds[x0];
-                let (ni, no) = (si.numel(), node.shape.numel());
-                let mut r = PoolRelax::with_capacity(batch * no);
-                for s in 0..batch {
-                    let slot = s * ni..(s + 1) * ni;
-                    maxpool_relax(&x.lo[slot.clone()], &x.hi[slot], si, node.shape, p, &mut r);
-                }
-                let step = Step::MaxPool {
-                    sel_lo: be.upload(&r.sel_lo)?,
-                    sel_up: be.upload(&r.sel_up)?,
-                    lo: be.upload(&r.lo)?,
-                    up: be.upload(&r.hi)?,
-                };
-                (host(r.lo, r.hi), step)
+            (Op::Reshape, _) => {
+                (Bounds { lo: st.bounds[x0].lo.clone(), hi: st.bounds[x0].hi.clone(), dev: None }, Step::None)
             }
-            (Op::Concat, _) => {
-                // Per slot, the inputs' values one after the other.
-                let (mut lo, mut hi) = (Vec::new(), Vec::new());
-                for s in 0..batch {
-                    for &i in &node.inputs {
-                        let n = self.net.node(i).shape.numel();
-                        lo.extend_from_slice(&st.bounds[i].lo[s * n..(s + 1) * n]);
-                        hi.extend_from_slice(&st.bounds[i].hi[s * n..(s + 1) * n]);
-                    }
-                }
-                (host(lo, hi), Step::None)
-            }
-            (Op::AvgPool2d(p), Params::AvgPool { conv, w, b }) => {
-                let in_shape = self.net.node(x0).shape;
-                let (xl, xh) = self.bounds_dev(st, x0)?;
-                let f = be.forward_conv(conv, w, b, in_shape, (xl, xh), batch, model)?;
-                let (slo, shi) = (be.download(&f.lo)?, be.download(&f.hi)?);
-                // y = fl(s / k): the exact quotient, then one rounding.
-                let k = (p.kernel.0 * p.kernel.1) as f64;
-                let inv = polycert_interval::Interval::new_unchecked(fp::div_down(1.0, k), fp::div_up(1.0, k));
-                let n = slo.len();
-                let (mut lo, mut hi, mut el, mut eh) =
-                    (vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n], vec![T::zero(); n]);
-                let bound = RoundingOrOverflow::new(model, 1);
-                for i in 0..n {
-                    let s = polycert_interval::Interval::new_unchecked(slo[i].to_f64_exact(), shi[i].to_f64_exact());
-                    let y = s * inv;
-                    let e = bound.of(y.mag());
-                    lo[i] = fp::from_f64_down(fp::sub_down(y.lo(), e));
-                    hi[i] = fp::from_f64_up(fp::add_up(y.hi(), e));
-                    eh[i] = fp::from_f64_up(e);
-                    el[i] = -eh[i];
-                }
-                let (ml, mh) = (vec![fp::from_f64_down::<T>(inv.lo()); n], vec![fp::from_f64_up::<T>(inv.hi()); n]);
-                let sabs: Vec<T> = slo.iter().zip(&shi).map(|(l, h)| l.abs().max(h.abs())).collect();
-                let step = Step::AvgPool {
-                    sum_abs: be.upload(&sabs)?,
-                    sum_lo: f.bias_lo,
-                    sum_hi: f.bias_hi,
-                    m_lo: be.upload(&ml)?,
-                    m_hi: be.upload(&mh)?,
-                    c_lo: be.upload(&el)?,
-                    c_hi: be.upload(&eh)?,
-                };
-                (host(lo, hi), step)
-            }
-            (Op::Add, _) => {
-                let (a, b) = (&st.bounds[x0], &st.bounds[node.inputs[1]]);
-                let n = a.lo.len();
-                let bound = RoundingOrOverflow::new(model, 1);
-                let [lo, hi, elo, ehi] = par_columns(n, |i| {
-                    let l = fp::add_down(a.lo[i].to_f64_exact(), b.lo[i].to_f64_exact());
-                    let h = fp::add_up(a.hi[i].to_f64_exact(), b.hi[i].to_f64_exact());
-                    // One rounding: |fl(a+b) − (a+b)| ≤ u·|a+b| (+ nothing: sums of floats do not underflow inexactly).
-                    let e = bound.of(l.abs().max(h.abs()));
-                    let eh: T = fp::from_f64_up(e);
-                    [fp::from_f64_down(fp::sub_down(l, e)), fp::from_f64_up(fp::add_up(h, e)), -eh, eh]
-                });
-                let ones = vec![T::one(); n];
-                let step = Step::Diag {
-                    m_lo: be.upload(&ones)?,
-                    m_hi: be.upload(&ones)?,
-                    c_lo: be.upload(&elo)?,
-                    c_hi: be.upload(&ehi)?,
-                };
-                (host(lo, hi), step)
-            }
+            (Op::MaxPool2d(p), _) => self.maxpool_step(st, id, p)?,
+            (Op::Concat, _) => (self.concat_bounds(st, id), Step::None),
+            (Op::AvgPool2d(p), Params::AvgPool { conv, w, b }) => self.avgpool_step(st, id, p, (conv, w, b))?,
+            (Op::Add, _) => self.add_step(st, id)?,
             (Op::ChannelAffine { mul, add, float_ops }, _) => {
-                let x = &st.bounds[x0];
-                let hw = node.shape.h * node.shape.w;
-                let per = node.shape.numel().max(1);
-                let n = x.lo.len();
-                let bound = RoundingOrOverflow::new(model, *float_ops as usize);
-                let [lo, hi, ml, mh, cl, ch] = par_columns(n, |i| {
-                    let (m, c) = (mul[(i % per) / hw], add[(i % per) / hw]);
-                    let xi = polycert_interval::Interval::new_unchecked(x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
-                    let y = xi.mul(m) + c;
-                    let mag = fp::add_up(fp::mul_up(xi.mag(), m.mag()), c.mag());
-                    let e = bound.of(mag);
-                    [
-                        fp::from_f64_down(fp::sub_down(y.lo(), e)),
-                        fp::from_f64_up(fp::add_up(y.hi(), e)),
-                        fp::from_f64_down(m.lo()),
-                        fp::from_f64_up(m.hi()),
-                        fp::from_f64_down(fp::sub_down(c.lo(), e)),
-                        fp::from_f64_up(fp::add_up(c.hi(), e)),
-                    ]
-                });
-                let step = Step::Diag {
-                    m_lo: be.upload(&ml)?,
-                    m_hi: be.upload(&mh)?,
-                    c_lo: be.upload(&cl)?,
-                    c_hi: be.upload(&ch)?,
-                };
-                (host(lo, hi), step)
+                self.channel_affine_step(st, id, (mul, add, float_ops))?
             }
             _ => return Err(AnalysisError::Unsupported { layer: node.name.clone(), op: node.op.kind() }),
         })
@@ -498,13 +325,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
 /// `f(i)` for `i < n`, `values` values in all: small loops run on the
 /// calling thread (`par.rs`; search workers are not pool threads).
-fn map_n<R: Send>(n: usize, values: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+pub(super) fn map_n<R: Send>(n: usize, values: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
     crate::base::par::map_range(n, values * crate::base::par::VALUE_WORK, f)
 }
 
 /// `f(i)` for `i < n` in parallel, as `K` vectors (the `k`-th of each
 /// result in the `k`-th): the per-neuron loops of the forward pass.
-fn par_columns<T: Fp, const K: usize>(n: usize, f: impl Fn(usize) -> [T; K] + Sync + Send) -> [Vec<T>; K] {
+pub(super) fn par_columns<T: Fp, const K: usize>(n: usize, f: impl Fn(usize) -> [T; K] + Sync + Send) -> [Vec<T>; K] {
     let rows: Vec<[T; K]> = map_n(n, n, &f);
     std::array::from_fn(|k| map_n(n, n, |i| rows[i][k]))
 }
@@ -535,60 +362,5 @@ fn intersect_slots<'w, T: Fp, Buf>(
         b.lo.chunks_mut(n).zip(b.hi.chunks_mut(n)).zip(empty.iter_mut()).enumerate().for_each(slot);
     } else {
         b.lo.par_chunks_mut(n).zip(b.hi.par_chunks_mut(n)).zip(empty.par_iter_mut()).enumerate().for_each(slot);
-    }
-}
-
-/// MaxPool relaxation of every output neuron, from its inputs' bounds.
-struct PoolRelax<T> {
-    sel_lo: Vec<T>,
-    sel_up: Vec<T>,
-    lo: Vec<T>,
-    hi: Vec<T>,
-}
-
-impl<T> PoolRelax<T> {
-    fn with_capacity(n: usize) -> Self {
-        Self {
-            sel_lo: Vec::with_capacity(n),
-            sel_up: Vec::with_capacity(n),
-            lo: Vec::with_capacity(n),
-            hi: Vec::with_capacity(n),
-        }
-    }
-}
-
-/// Per output: the input with the largest lower bound (`y ≥ x_j`), and it
-/// again as the upper line when its lower bound dominates every other
-/// input's upper bound (then `y = x_j`), else −1 (`y ≤ max u_i`). Max is
-/// exact in floating point, so no rounding enters. Appends one box's
-/// outputs to `r`; selected inputs are neuron indices within the box.
-fn maxpool_relax<T: Fp>(xl: &[T], xh: &[T], si: Shape, so: Shape, p: &crate::base::ir::Pool, r: &mut PoolRelax<T>) {
-    let n = so.numel();
-    for o in 0..n {
-        let (c, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
-        let mut best: Option<usize> = None;
-        let mut hi = T::neg_infinity();
-        let mut taps = Vec::with_capacity(p.kernel.0 * p.kernel.1);
-        for ky in 0..p.kernel.0 {
-            for kx in 0..p.kernel.1 {
-                let iy = (oy * p.stride.0 + ky) as isize - p.pad.0 as isize;
-                let ix = (ox * p.stride.1 + kx) as isize - p.pad.1 as isize;
-                if iy < 0 || ix < 0 || iy >= si.h as isize || ix >= si.w as isize {
-                    continue;
-                }
-                let i = (c * si.h + iy as usize) * si.w + ix as usize;
-                taps.push(i);
-                hi = hi.max(xh[i]);
-                if best.is_none_or(|b| xl[i] > xl[b]) {
-                    best = Some(i);
-                }
-            }
-        }
-        let j = best.expect("every pooling window overlaps its input");
-        let exact = taps.iter().all(|&i| i == j || xh[i] <= xl[j]);
-        r.sel_lo.push(T::from_f64_nearest(j as f64));
-        r.sel_up.push(if exact { T::from_f64_nearest(j as f64) } else { -T::one() });
-        r.lo.push(xl[j]);
-        r.hi.push(if exact { xh[j] } else { hi });
     }
 }

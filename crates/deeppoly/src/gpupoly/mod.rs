@@ -6,3 +6,4 @@ pub(crate) mod backsub;
 pub(crate) mod forward;
 pub(crate) mod passes;
 pub(crate) mod rows;
+pub(crate) mod steps;

@@ -8,14 +8,19 @@ use crate::base::ir::Op;
 use crate::base::property::SubProblem;
 use crate::base::relax::LayerSlopes;
 use crate::gpupoly::backsub::{Coef, Goal, Rows};
-use crate::gpupoly::forward::RunState;
+use crate::gpupoly::forward::{Bounds, RunState};
 use polycert_interval::{Fp, fp};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// Lower bounds of every half-space row of a sub-problem, and whether all
-/// its disjuncts are proved infeasible.
-pub(crate) type SlotResult = (Vec<f64>, bool);
+/// A sub-problem's result after a pass.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SlotResult {
+    /// The lower bound of every half-space row, flattened in order.
+    pub(crate) lower: Vec<f64>,
+    /// Whether every disjunct is proved infeasible.
+    pub(crate) proved: bool,
+}
 
 /// Whether leaves refine a layer, asked by [`Analyzer::refine_all`] and
 /// told what refining gained: a search's per-layer gate (`bab/gate.rs`).
@@ -62,16 +67,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for &s in &live {
             // After a dropped Softmax, comparisons need a float margin; other
             // half-spaces cannot be proved (an infinite one).
-            let (tau, l, u) = if softmax {
-                let b = &st.bounds[out];
-                let (l, h): (Vec<f64>, Vec<f64>) = (
-                    b.lo[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
-                    b.hi[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
-                );
-                (crate::base::softmax::margin(crate::base::softmax::magnitude(&l, &h)), l, h)
-            } else {
-                (0.0, vec![], vec![])
-            };
+            let (tau, l, u) = if softmax { softmax_margin(&st.bounds[out], s, n) } else { (0.0, vec![], vec![]) };
             let no_underflow = |h: &crate::base::property::Halfspace| {
                 crate::base::softmax::larger(h).is_some_and(|a| crate::base::softmax::no_underflow(a, &l, &u))
             };
@@ -79,17 +75,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             for conj in &sps[s].unsafe_region {
                 for h in conj {
                     if let Some(t) = terms {
-                        for &(node, neuron, v) in t(s, hi_at).iter() {
-                            let k = self.net.node(node).shape.numel();
-                            let e = match extra.iter().position(|(n, _)| *n == node) {
-                                Some(e) => e,
-                                None => {
-                                    extra.push((node, BTreeMap::new()));
-                                    extra.len() - 1
-                                }
-                            };
-                            extra[e].1.insert(cst.len() * k + neuron, T::from_f64_nearest(v));
-                        }
+                        self.add_terms(&mut extra, &t(s, hi_at), cst.len());
                     }
                     hi_at += 1;
                     lo.extend(h.c.iter().map(|&c| fp::from_f64_down::<T>(c)));
@@ -119,21 +105,23 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let rows = Rows { start: out, geom, coef: Coef::Planes { lo, hi }, cst, group, extra };
         let lbs =
             if rows.cst.is_empty() { Vec::new() } else { self.backsubstitute(st, &rows, Goal::Positive, deadline)? };
-        let mut k = 0;
-        let mut res = Vec::with_capacity(slots.len());
-        for &s in slots {
-            if st.empty[s] {
-                let m = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
-                res.push((vec![f64::INFINITY; m], true));
-                continue;
-            }
-            let m: usize = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
-            let l = lbs[k..k + m].to_vec();
-            k += m;
-            let proved = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &l).is_empty();
-            res.push((l, proved));
+        Ok(slot_results(sps, slots, &st.empty, &lbs))
+    }
+
+    /// Adds a row's exact terms `(node, neuron, coefficient)` to `extra`
+    /// (per node, by index `row·neurons + neuron`).
+    fn add_terms(&self, extra: &mut Vec<(usize, BTreeMap<usize, T>)>, terms: &[(usize, usize, f64)], row: usize) {
+        for &(node, neuron, v) in terms.iter() {
+            let k = self.net.node(node).shape.numel();
+            let e = match extra.iter().position(|(n, _)| *n == node) {
+                Some(e) => e,
+                None => {
+                    extra.push((node, BTreeMap::new()));
+                    extra.len() - 1
+                }
+            };
+            extra[e].1.insert(row * k + neuron, T::from_f64_nearest(v));
         }
-        Ok(res)
     }
 
     /// Certified bounds of every node's values over `input`, after the
@@ -225,70 +213,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if unstable.is_empty() {
                 continue;
             }
-            let tables = |s: usize| inter.get(s).copied().flatten().and_then(|l| l.get(p));
-            let goal = if sigmoid { Goal::Tightest } else { Goal::NonNegative };
-            // Per pair: the lower bounds of +x_i (l_i) and −x_i (−u_i). Every
-            // end once with the relaxation's own slopes; a slot's end with a
-            // table once more with it, keeping the tighter bound.
-            let mut lbs = vec![(f64::NEG_INFINITY, f64::NEG_INFINITY); unstable.len()];
-            for call in 0..3 {
-                let rows: Vec<(usize, bool)> = match call {
-                    0 => (0..unstable.len()).flat_map(|t| [(t, true), (t, false)]).collect(),
-                    _ => (0..unstable.len())
-                        .filter(|&t| tables(unstable[t].0).is_some_and(|tb| tb[call - 1].is_some()))
-                        .map(|t| (t, call == 1))
-                        .collect(),
-                };
-                if rows.is_empty() {
-                    continue;
-                }
-                let with: Vec<(usize, &crate::base::relax::Slopes)> = match call {
-                    0 => Vec::new(),
-                    _ => live.iter().filter_map(|&s| Some((s, tables(s)?[call - 1].as_ref()?))).collect(),
-                };
-                if !with.is_empty() || sloped {
-                    self.write_slopes(st, &with, p)?;
-                    sloped = !with.is_empty();
-                }
-                let neurons: Vec<usize> = rows.iter().map(|&(t, _)| unstable[t].1).collect();
-                let props: Vec<u32> = rows.iter().map(|&(t, _)| unstable[t].0 as u32).collect();
-                let val = rows.iter().map(|&(_, lower)| if lower { T::one() } else { -T::one() }).collect();
-                let set = Rows::units(p, shape, &neurons, props, val);
-                let got = {
-                    let _p = crate::base::profile::span("refine.backsub");
-                    self.backsubstitute(st, &set, goal, deadline)?
-                };
-                for (&(t, lower), v) in rows.iter().zip(got) {
-                    let e = if lower { &mut lbs[t].0 } else { &mut lbs[t].1 };
-                    *e = e.max(v);
-                }
-            }
-            // What refining gained in the leaves, for the gate: pairs, made
-            // stable, summed width before and after.
-            let measure = gate.is_some() && live.iter().any(|&s| split(s).is_some());
-            let width = |lo: T, hi: T| (hi - lo).to_f64().unwrap_or(f64::INFINITY).max(0.0);
-            let (mut pairs, mut stable, mut w0, mut w1) = (0, 0, 0.0, 0.0);
-            let b = &mut st.bounds[p];
-            for (&(s, i), &(l, u)) in unstable.iter().zip(&lbs) {
-                let i = s * n + i;
-                let before = width(b.lo[i], b.hi[i]);
-                let (l, h) = (fp::from_f64_down(l), fp::from_f64_up(-u));
-                RunState::intersect(b, &mut st.empty, n, i, l, h);
-                if st.empty[s] && !st.within {
-                    let msg = format!("inconsistent bounds for neuron {} of '{}'", i % n.max(1), self.net.node(p).name);
-                    return Err(BackendError::Failure(msg).into());
-                }
-                if measure && split(s).is_some() {
-                    pairs += 1;
-                    stable += usize::from(!crate::base::relax::unstable(b.lo[i], b.hi[i]));
-                    w0 += before;
-                    w1 += width(b.lo[i], b.hi[i]);
-                }
-            }
-            if let Some(g) = gate.filter(|_| measure) {
-                g.record(p, pairs, stable, w0, w1);
-            }
-            b.dev = None;
+            let layer = Layer { p, sigmoid, live, unstable };
+            let lbs = self.refine_ends(st, &layer, inter, &mut sloped, deadline)?;
+            self.meet_ends(st, &layer, &lbs, after, gate)?;
+            st.bounds[p].dev = None;
             st.invalidate_from(p);
             fresh = p;
         }
@@ -302,4 +230,137 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         Ok(())
     }
+
+    /// GPUPoly's backsubstitution of both ends of a layer's pairs, with
+    /// `inter`'s tables. `sloped`: whether slopes other than the
+    /// relaxation's are written.
+    fn refine_ends(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        &Layer { p, sigmoid, ref live, ref unstable }: &Layer,
+        inter: &[Option<&LayerSlopes>],
+        sloped: &mut bool,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<(f64, f64)>, AnalysisError> {
+        let shape = self.net.node(p).shape;
+        let tables = |s: usize| inter.get(s).copied().flatten().and_then(|l| l.get(p));
+        let goal = if sigmoid { Goal::Tightest } else { Goal::NonNegative };
+        // Per pair: the lower bounds of +x_i (l_i) and −x_i (−u_i). Every
+        // end once with the relaxation's own slopes; a slot's end with a
+        // table once more with it, keeping the tighter bound.
+        let mut lbs = vec![(f64::NEG_INFINITY, f64::NEG_INFINITY); unstable.len()];
+        for call in 0..3 {
+            let rows: Vec<(usize, bool)> = match call {
+                0 => (0..unstable.len()).flat_map(|t| [(t, true), (t, false)]).collect(),
+                _ => (0..unstable.len())
+                    .filter(|&t| tables(unstable[t].0).is_some_and(|tb| tb[call - 1].is_some()))
+                    .map(|t| (t, call == 1))
+                    .collect(),
+            };
+            if rows.is_empty() {
+                continue;
+            }
+            let with: Vec<(usize, &crate::base::relax::Slopes)> = match call {
+                0 => Vec::new(),
+                _ => live.iter().filter_map(|&s| Some((s, tables(s)?[call - 1].as_ref()?))).collect(),
+            };
+            if !with.is_empty() || *sloped {
+                self.write_slopes(st, &with, p)?;
+                *sloped = !with.is_empty();
+            }
+            let neurons: Vec<usize> = rows.iter().map(|&(t, _)| unstable[t].1).collect();
+            let props: Vec<u32> = rows.iter().map(|&(t, _)| unstable[t].0 as u32).collect();
+            let val = rows.iter().map(|&(_, lower)| if lower { T::one() } else { -T::one() }).collect();
+            let set = Rows::units(p, shape, &neurons, props, val);
+            let got = {
+                let _p = crate::base::profile::span("refine.backsub");
+                self.backsubstitute(st, &set, goal, deadline)?
+            };
+            for (&(t, lower), v) in rows.iter().zip(got) {
+                let e = if lower { &mut lbs[t].0 } else { &mut lbs[t].1 };
+                *e = e.max(v);
+            }
+        }
+        Ok(lbs)
+    }
+
+    /// Intersects a layer's bounds with its pairs' refined ends `lbs`, and
+    /// tells `gate` what refining gained in the leaves.
+    fn meet_ends(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        &Layer { p, ref live, ref unstable, .. }: &Layer,
+        lbs: &[(f64, f64)],
+        after: &[Option<usize>],
+        gate: Option<&dyn LayerGate>,
+    ) -> Result<(), AnalysisError> {
+        let n = self.net.node(p).shape.numel();
+        let split = |s: usize| after.get(s).copied().flatten();
+        // What refining gained in the leaves, for the gate: pairs, made
+        // stable, summed width before and after.
+        let measure = gate.is_some() && live.iter().any(|&s| split(s).is_some());
+        let width = |lo: T, hi: T| (hi - lo).to_f64().unwrap_or(f64::INFINITY).max(0.0);
+        let (mut pairs, mut stable, mut w0, mut w1) = (0, 0, 0.0, 0.0);
+        let b = &mut st.bounds[p];
+        for (&(s, i), &(l, u)) in unstable.iter().zip(lbs) {
+            let i = s * n + i;
+            let before = width(b.lo[i], b.hi[i]);
+            let (l, h) = (fp::from_f64_down(l), fp::from_f64_up(-u));
+            RunState::intersect(b, &mut st.empty, n, i, l, h);
+            if st.empty[s] && !st.within {
+                let msg = format!("inconsistent bounds for neuron {} of '{}'", i % n.max(1), self.net.node(p).name);
+                return Err(BackendError::Failure(msg).into());
+            }
+            if measure && split(s).is_some() {
+                pairs += 1;
+                stable += usize::from(!crate::base::relax::unstable(b.lo[i], b.hi[i]));
+                w0 += before;
+                w1 += width(b.lo[i], b.hi[i]);
+            }
+        }
+        if let Some(g) = gate.filter(|_| measure) {
+            g.record(p, pairs, stable, w0, w1);
+        }
+        Ok(())
+    }
+}
+
+/// A layer of the refinement pass: node `p`, the input of a ReLU or (if
+/// `sigmoid`) a σ, the `live` slots that refine it, and their `unstable`
+/// (slot, neuron) pairs.
+struct Layer {
+    p: usize,
+    sigmoid: bool,
+    live: Vec<usize>,
+    unstable: Vec<(usize, usize)>,
+}
+
+/// After a dropped Softmax: the float margin comparisons of slot `s` need,
+/// and the output's bounds `b` in the slot (`n` values).
+fn softmax_margin<T: Fp, Buf>(b: &Bounds<T, Buf>, s: usize, n: usize) -> (f64, Vec<f64>, Vec<f64>) {
+    let (l, h): (Vec<f64>, Vec<f64>) = (
+        b.lo[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
+        b.hi[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect(),
+    );
+    (crate::base::softmax::margin(crate::base::softmax::magnitude(&l, &h)), l, h)
+}
+
+/// Each listed slot's result from the live slots' row bounds `lbs`, in
+/// order; an empty slot proves every disjunct.
+fn slot_results(sps: &[&SubProblem], slots: &[usize], empty: &[bool], lbs: &[f64]) -> Vec<SlotResult> {
+    let mut k = 0;
+    let mut res = Vec::with_capacity(slots.len());
+    for &s in slots {
+        if empty[s] {
+            let m = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
+            res.push(SlotResult { lower: vec![f64::INFINITY; m], proved: true });
+            continue;
+        }
+        let m: usize = sps[s].unsafe_region.iter().map(|c| c.len()).sum();
+        let l = lbs[k..k + m].to_vec();
+        k += m;
+        let proved = crate::base::property::unproved_disjuncts(&sps[s].unsafe_region, &l).is_empty();
+        res.push(SlotResult { lower: l, proved });
+    }
+    res
 }
