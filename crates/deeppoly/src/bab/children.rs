@@ -16,9 +16,7 @@ use std::sync::Arc;
 /// The most splits of a leaf that refines with its root's slope tables
 /// (`tighten.rs`); deeper leaves keep what they inherit through their prior
 /// bounds. The tables are the root's, and deep leaves' own bounds have moved
-/// away from it: on an H200, 256x4 prop_3_0.03 took 98,555 leaves with 12,
-/// 114,978 with 6 and 138,305 without tables; with 6 a 256x6 search proved
-/// no leaf in 20 s.
+/// away from it (bench/results/2026-11-25-layer-slopes.md).
 const TABLE_DEPTH: usize = 12;
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {

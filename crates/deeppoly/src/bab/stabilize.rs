@@ -34,8 +34,7 @@ const SHARE: f64 = 0.25;
 const PLAIN_SHARE: f64 = 0.1;
 /// `Stabilize::Auto`'s first rung: a plain search, a stabilisation and a
 /// search within this much time, before the last stabilisation has a share
-/// of all the time left. On an H100 with a 20 s timeout, 256x4 prop_4_0.05
-/// was proved in 6.6 s, and in 56-63 s with the whole 300 s staged at once.
+/// of all the time left (bench/results/2026-11-27-stabilize-rungs.md).
 const QUICK_RUNG: Duration = Duration::from_secs(25);
 
 /// How `Stabilize::Auto`'s first rung ended.

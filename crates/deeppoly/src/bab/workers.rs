@@ -2,9 +2,8 @@
 //! once, each with its own analyzer on its own fork of the backend (on a
 //! GPU its own stream), taking leaves from one shared open list.
 //!
-//! A round is mostly host work (on an H100 the GPU was busy 7-9% of a
-//! ResNet round, and one search used 4 of 16 cores), so a second worker's
-//! rounds fill the first's gaps. The open list stays depth first: a worker
+//! A round is mostly host work (bench/results/2026-11-26-search-workers.md),
+//! so a second worker's rounds fill the first's gaps. The open list stays depth first: a worker
 //! takes the newest leaves and puts its children on top.
 //!
 //! **Why it is sound.** A worker analyses its leaves exactly as a single
@@ -27,9 +26,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// The fewest leaves a worker takes while more are open: a round's fixed
-/// costs (kernel launches and syncs per layer) make small rounds dear (on
-/// an H100, resnet_4b rounds of 18 leaves cost twice as much per leaf as
-/// rounds of 113).
+/// costs (kernel launches and syncs per layer) make small rounds dear
+/// (bench/results/2026-11-26-search-workers.md).
 const MIN_ROUND: usize = 64;
 
 /// What every worker of one search shares, read-only.

@@ -11,8 +11,8 @@
 /// rounds alternate; after them the faster keeps the phase, and the other
 /// runs again every `RETRY` rounds: a search's first rounds hold a few
 /// leaves, where the backend's fixed costs weigh most, and which is faster
-/// depends on the batch, the network and the machine (on an H200 the
-/// backend won on resnet_4b and lost on resnet_2b and the MNIST MLPs).
+/// depends on the batch, the network and the machine
+/// (bench/results/2026-11-25-relaxed-on-backend.md).
 /// While other search workers or analyses share the host (`shared`), the
 /// backend is picked: the host's evaluation is fast in wall time only with
 /// every core to itself, and takes them from the others' work.

@@ -56,9 +56,8 @@ pub struct Options {
     pub optimize_slopes: bool,
     /// Optimise lower slopes per layer and end sign for a ReLU search's
     /// intermediate bounds at its root (α-CROWN's α, shared over a layer,
-    /// `tighten.rs`); every leaf refines with them too. Off by default: on
-    /// the H200 it saved a quarter of the leaves on 256x4 MNIST, and each
-    /// round cost as much more.
+    /// `tighten.rs`); every leaf refines with them too. Off by default: fewer
+    /// leaves, each dearer (bench/results/2026-11-24-corner-attacks-and-intermediate-alpha.md).
     pub optimize_intermediate: bool,
     /// When to prove unstable ReLU inputs stable at a ReLU search's root,
     /// layer by layer, each end by a small search of its own on the network
@@ -83,8 +82,7 @@ pub struct Options {
     /// Host bytes that a search's open leaves may hold in bounds inherited
     /// from their parents (`None`: no limit). Past it, new leaves keep only
     /// their root's, with every split clamped in when they are analysed:
-    /// sound, looser, and without the 30+ GB that 256x6 MNIST's 580k open
-    /// leaves hold after 300 s on an H100.
+    /// sound, looser, and bounded (bench/results/2026-11-27-search-memory.md).
     pub search_memory: Option<usize>,
     /// Where branch and bound reports each round (for a progress display).
     pub progress: Option<std::sync::Arc<crate::base::progress::Progress>>,
@@ -99,8 +97,7 @@ pub enum Stabilize {
     /// on a tenth of that, then a short stabilisation and search; where the
     /// sub-problem is still open, a stabilisation from the first rung's
     /// bounds on a quarter of the time left, and the search to the deadline.
-    /// On an H100, 256x4 MNIST prop_4_0.05 was proved in 8.7 s (56-63 s
-    /// with one rung of 300 s), and timed out plainly.
+    /// Measured: bench/results/2026-11-27-stabilize-rungs.md.
     #[default]
     Auto,
     /// Before every ReLU search.
@@ -113,10 +110,8 @@ pub enum Stabilize {
 pub enum RelaxedOn {
     /// Where the backend offloads them (`Backend::offload_relaxed`), each
     /// analyzer times both evaluators on its first rounds and keeps the one
-    /// faster per row evaluation (on an H200 the backend halved the phase
-    /// per round on resnet_4b, and was slower on resnet_2b and the MNIST
-    /// MLPs, where its per-step transfers outweigh the host's passes); else
-    /// on the host.
+    /// faster per row evaluation (which one wins depends on the network:
+    /// bench/results/2026-11-25-relaxed-on-backend.md); else on the host.
     #[default]
     Auto,
     /// Row by row on the host (`relaxed_bound.rs`).

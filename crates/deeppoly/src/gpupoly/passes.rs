@@ -160,10 +160,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// slot `s`'s lower slopes per layer and end (`tighten::layer_slopes`):
     /// a layer's lower ends are bounded again with the ReLUs before it at
     /// the first table, its upper ends at the second (any slope in `[0, 1]`
-    /// is a valid lower line), and the tighter bound is kept. On the H200
-    /// the root's tables alone left leaves deep in a 256x6 search looser
-    /// than the relaxation's own slopes did (none proved in 20 s, against
-    /// 8,429 with both). `gate`, where given (a ReLU search), skips a layer
+    /// is a valid lower line), and the tighter bound is kept: the root's
+    /// tables alone left deep leaves looser than the relaxation's own slopes
+    /// (bench/results/2026-11-25-layer-slopes.md). `gate`, where given (a ReLU search), skips a layer
     /// in the slots with `after` (leaves) while refining it gains too little
     /// there (`gate.rs`).
     pub(crate) fn refine_all(
