@@ -3,9 +3,8 @@
 
 use crate::*;
 
-impl<T: GpuScalar> Backend<T> for CudaBackend {
-    type Buf = GpuBuf<T>;
-    type Mat = GpuMat<T>;
+impl RuntimeOps for CudaBackend {
+    type Graph = cudarc::driver::CudaGraph;
 
     fn name(&self) -> String {
         format!("cuda ({})", self.dev.name)
@@ -30,6 +29,20 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.worker().map(Some)
     }
 
+    fn capture(&self, f: &mut dyn FnMut() -> BResult<()>) -> BResult<Option<cudarc::driver::CudaGraph>> {
+        let _span = self.trace.span("capture");
+        self.i_capture(f)
+    }
+
+    fn replay(&self, g: &cudarc::driver::CudaGraph) -> BResult<()> {
+        let _span = self.trace.span("replay");
+        self.i_replay(g)
+    }
+}
+
+impl<T: GpuScalar> MemoryOps<T> for CudaBackend {
+    type Buf = GpuBuf<T>;
+
     fn upload(&self, data: &[T]) -> BResult<GpuBuf<T>> {
         let _span = self.trace.span("upload");
         Ok(GpuBuf { data: self.htod(data)?, len: data.len() })
@@ -39,6 +52,56 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let _span = self.trace.span("download");
         self.dtoh(&buf.data, buf.len)
     }
+
+    fn zeros(&self, n: usize) -> BResult<GpuBuf<T>> {
+        Ok(GpuBuf { data: self.alloc(n)?, len: n })
+    }
+
+    fn gather(&self, x: &GpuBuf<T>, idx: &[u32]) -> BResult<Vec<T>> {
+        let _span = self.trace.span("gather");
+        Ok(self.i_gather_many(&[(x, idx)])?.into_iter().next().unwrap_or_default())
+    }
+
+    fn gather_many(&self, parts: &[(&GpuBuf<T>, &[u32])]) -> BResult<Vec<Vec<T>>> {
+        let _span = self.trace.span("gather");
+        self.i_gather_many(parts)
+    }
+
+    fn scatter(&self, base: &GpuBuf<T>, idx: &[u32], vals: &[T]) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("scatter");
+        self.i_scatter_many(&[(base, idx, vals)])?
+            .pop()
+            .ok_or_else(|| BackendError::Failure("scatter: no output".into()))
+    }
+
+    fn scatter_many(&self, parts: &[(&GpuBuf<T>, &[u32], &[T])]) -> BResult<Vec<GpuBuf<T>>> {
+        let _span = self.trace.span("scatter");
+        self.i_scatter_many(parts)
+    }
+
+    fn repeat_rows(&self, x: &GpuBuf<T>, n: usize, rows: &[u32]) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("repeat_rows");
+        self.i_repeat_rows(x, n, rows)
+    }
+
+    fn copy_range(
+        &self,
+        dst: &mut GpuBuf<T>,
+        dst_at: usize,
+        src: &GpuBuf<T>,
+        src_at: usize,
+        len: usize,
+    ) -> BResult<()> {
+        self.i_copy_range(dst, dst_at, src, src_at, len)
+    }
+}
+
+impl<T: GpuScalar> MatrixOps<T> for CudaBackend {
+    type Mat = GpuMat<T>;
+
+    type PMat = GpuPMat<T>;
+
+    type Cst = GpuCst;
 
     fn mat_from_host(&self, rows: usize, cols: usize, lo: &[T], hi: &[T]) -> BResult<GpuMat<T>> {
         let _span = self.trace.span("mat_from_host");
@@ -62,79 +125,15 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.i_zeros(rows, cols)
     }
 
-    fn dense_backsub(
-        &self,
-        a: &GpuMat<T>,
-        w: &GpuBuf<T>,
-        n_in: usize,
-        b_lo: &GpuBuf<T>,
-        b_hi: &GpuBuf<T>,
-    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
-        let _span = self.trace.span("dense_backsub");
-        self.i_dense_backsub(a, w, n_in, b_lo, b_hi)
-    }
-
-    fn conv_backsub(
-        &self,
-        a: &GpuMat<T>,
-        g: &Geom,
-        p: &ConvParams<'_, Self, T>,
-        out: &Geom,
-    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
-        let _span = self.trace.span("conv_backsub");
-        self.i_conv_backsub(a, g, p, out)
-    }
-
-    fn relu_backsub(&self, a: &GpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(GpuMat<T>, Vec<f64>)> {
-        let _span = self.trace.span("relu_backsub");
-        self.i_relu_backsub(a, g, p)
-    }
-
-    fn maxpool_backsub(
-        &self,
-        a: &GpuMat<T>,
-        g: &Geom,
-        p: &PoolParams<'_, Self, T>,
-        out: &Geom,
-    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
-        let _span = self.trace.span("maxpool_backsub");
-        self.i_maxpool_backsub(a, g, p, out)
-    }
-
-    fn diag_backsub(
-        &self,
-        a: &GpuMat<T>,
-        g: &Geom,
-        m: (&GpuBuf<T>, &GpuBuf<T>),
-        c: (&GpuBuf<T>, &GpuBuf<T>),
-    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
-        let _span = self.trace.span("diag_backsub");
-        self.i_diag_backsub(a, g, m, c)
-    }
-
-    fn concretize(&self, a: &GpuMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<Vec<f64>> {
-        let _span = self.trace.span("concretize");
-        self.i_concretize(a, g, lo, hi)
-    }
-
     fn compact(&self, a: &GpuMat<T>, _g: &Geom, keep: &[u32]) -> BResult<GpuMat<T>> {
         let _span = self.trace.span("compact");
         self.i_compact(a, _g, keep)
-    }
-
-    fn add_into(&self, dst: &mut GpuMat<T>, dg: &Geom, src: &GpuMat<T>, sg: &Geom) -> BResult<()> {
-        let _span = self.trace.span("add_into");
-        self.i_add_into(dst, dg, src, sg)
     }
 
     fn slice_cols(&self, a: &GpuMat<T>, start: usize, len: usize) -> BResult<GpuMat<T>> {
         let _span = self.trace.span("slice_cols");
         self.i_slice_cols(a, start, len)
     }
-
-    type PMat = GpuPMat<T>;
-    type Cst = GpuCst;
-    type Graph = cudarc::driver::CudaGraph;
 
     fn cst_from_host(&self, v: &[f64]) -> BResult<GpuCst> {
         self.c_from_host(v)
@@ -180,6 +179,57 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.p_unit(rows, cols, col, val)
     }
 
+    fn point_compact(&self, a: &GpuPMat<T>, _g: &Geom, keep: &[u32]) -> BResult<GpuPMat<T>> {
+        let _span = self.trace.span("point_compact");
+        self.p_compact(a, keep)
+    }
+
+    fn point_slice_cols(&self, a: &GpuPMat<T>, start: usize, len: usize) -> BResult<GpuPMat<T>> {
+        let _span = self.trace.span("point_slice_cols");
+        self.p_slice_cols(a, start, len)
+    }
+}
+
+impl<T: GpuScalar> AffineOps<T> for CudaBackend {
+    fn dense_backsub(
+        &self,
+        a: &GpuMat<T>,
+        w: &GpuBuf<T>,
+        n_in: usize,
+        b_lo: &GpuBuf<T>,
+        b_hi: &GpuBuf<T>,
+    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("dense_backsub");
+        self.i_dense_backsub(a, w, n_in, b_lo, b_hi)
+    }
+
+    fn conv_backsub(
+        &self,
+        a: &GpuMat<T>,
+        g: &Geom,
+        p: &ConvParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("conv_backsub");
+        self.i_conv_backsub(a, g, p, out)
+    }
+
+    fn diag_backsub(
+        &self,
+        a: &GpuMat<T>,
+        g: &Geom,
+        m: (&GpuBuf<T>, &GpuBuf<T>),
+        c: (&GpuBuf<T>, &GpuBuf<T>),
+    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("diag_backsub");
+        self.i_diag_backsub(a, g, m, c)
+    }
+
+    fn add_into(&self, dst: &mut GpuMat<T>, dg: &Geom, src: &GpuMat<T>, sg: &Geom) -> BResult<()> {
+        let _span = self.trace.span("add_into");
+        self.i_add_into(dst, dg, src, sg)
+    }
+
     fn point_dense(
         &self,
         a: &GpuPMat<T>,
@@ -205,17 +255,6 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.p_conv(a, g, p, out, mag.wr, mag.r1)
     }
 
-    fn point_relu(
-        &self,
-        a: &GpuPMat<T>,
-        g: &Geom,
-        p: &ReluParams<'_, Self, T>,
-        r: &GpuBuf<T>,
-    ) -> BResult<(GpuPMat<T>, GpuCst)> {
-        let _span = self.trace.span("point_relu");
-        self.p_relu(a, g, p, r)
-    }
-
     fn point_diag(
         &self,
         a: &GpuPMat<T>,
@@ -226,6 +265,52 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
     ) -> BResult<(GpuPMat<T>, GpuCst)> {
         let _span = self.trace.span("point_diag");
         self.p_diag(a, g, m, c, r, 0)
+    }
+
+    fn point_add_into(
+        &self,
+        dst: &mut GpuPMat<T>,
+        dg: &Geom,
+        src: &GpuPMat<T>,
+        sg: &Geom,
+        r: &GpuBuf<T>,
+    ) -> BResult<GpuCst> {
+        let _span = self.trace.span("point_add_into");
+        self.p_add_into(dst, dg, src, sg, r)
+    }
+}
+
+impl<T: GpuScalar> RelaxOps<T> for CudaBackend {
+    fn relu_backsub(&self, a: &GpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("relu_backsub");
+        self.i_relu_backsub(a, g, p)
+    }
+
+    fn maxpool_backsub(
+        &self,
+        a: &GpuMat<T>,
+        g: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(GpuMat<T>, Vec<f64>)> {
+        let _span = self.trace.span("maxpool_backsub");
+        self.i_maxpool_backsub(a, g, p, out)
+    }
+
+    fn concretize(&self, a: &GpuMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<Vec<f64>> {
+        let _span = self.trace.span("concretize");
+        self.i_concretize(a, g, lo, hi)
+    }
+
+    fn point_relu(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        p: &ReluParams<'_, Self, T>,
+        r: &GpuBuf<T>,
+    ) -> BResult<(GpuPMat<T>, GpuCst)> {
+        let _span = self.trace.span("point_relu");
+        self.p_relu(a, g, p, r)
     }
 
     fn point_maxpool(
@@ -244,29 +329,9 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         let _span = self.trace.span("point_concretize");
         self.p_concretize(a, g, lo, hi)
     }
+}
 
-    fn point_compact(&self, a: &GpuPMat<T>, _g: &Geom, keep: &[u32]) -> BResult<GpuPMat<T>> {
-        let _span = self.trace.span("point_compact");
-        self.p_compact(a, keep)
-    }
-
-    fn point_add_into(
-        &self,
-        dst: &mut GpuPMat<T>,
-        dg: &Geom,
-        src: &GpuPMat<T>,
-        sg: &Geom,
-        r: &GpuBuf<T>,
-    ) -> BResult<GpuCst> {
-        let _span = self.trace.span("point_add_into");
-        self.p_add_into(dst, dg, src, sg, r)
-    }
-
-    fn point_slice_cols(&self, a: &GpuPMat<T>, start: usize, len: usize) -> BResult<GpuPMat<T>> {
-        let _span = self.trace.span("point_slice_cols");
-        self.p_slice_cols(a, start, len)
-    }
-
+impl<T: GpuScalar> InferOps<T> for CudaBackend {
     fn forward_dense(
         &self,
         w: &GpuBuf<T>,
@@ -316,60 +381,8 @@ impl<T: GpuScalar> Backend<T> for CudaBackend {
         self.i_grad_conv(c, w, input, g, batch)
     }
 
-    fn gather(&self, x: &GpuBuf<T>, idx: &[u32]) -> BResult<Vec<T>> {
-        let _span = self.trace.span("gather");
-        Ok(self.i_gather_many(&[(x, idx)])?.into_iter().next().unwrap_or_default())
-    }
-
-    fn gather_many(&self, parts: &[(&GpuBuf<T>, &[u32])]) -> BResult<Vec<Vec<T>>> {
-        let _span = self.trace.span("gather");
-        self.i_gather_many(parts)
-    }
-
-    fn scatter(&self, base: &GpuBuf<T>, idx: &[u32], vals: &[T]) -> BResult<GpuBuf<T>> {
-        let _span = self.trace.span("scatter");
-        self.i_scatter_many(&[(base, idx, vals)])?
-            .pop()
-            .ok_or_else(|| BackendError::Failure("scatter: no output".into()))
-    }
-
-    fn scatter_many(&self, parts: &[(&GpuBuf<T>, &[u32], &[T])]) -> BResult<Vec<GpuBuf<T>>> {
-        let _span = self.trace.span("scatter");
-        self.i_scatter_many(parts)
-    }
-
-    fn zeros(&self, n: usize) -> BResult<GpuBuf<T>> {
-        Ok(GpuBuf { data: self.alloc(n)?, len: n })
-    }
-
-    fn repeat_rows(&self, x: &GpuBuf<T>, n: usize, rows: &[u32]) -> BResult<GpuBuf<T>> {
-        let _span = self.trace.span("repeat_rows");
-        self.i_repeat_rows(x, n, rows)
-    }
-
     fn pointwise(&self, op: polycert_deeppoly::Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
         let _span = self.trace.span("pointwise");
         self.i_pointwise(op)
-    }
-
-    fn copy_range(
-        &self,
-        dst: &mut GpuBuf<T>,
-        dst_at: usize,
-        src: &GpuBuf<T>,
-        src_at: usize,
-        len: usize,
-    ) -> BResult<()> {
-        self.i_copy_range(dst, dst_at, src, src_at, len)
-    }
-
-    fn capture(&self, f: &mut dyn FnMut() -> BResult<()>) -> BResult<Option<cudarc::driver::CudaGraph>> {
-        let _span = self.trace.span("capture");
-        self.i_capture(f)
-    }
-
-    fn replay(&self, g: &cudarc::driver::CudaGraph) -> BResult<()> {
-        let _span = self.trace.span("replay");
-        self.i_replay(g)
     }
 }

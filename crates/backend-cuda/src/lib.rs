@@ -21,8 +21,8 @@ use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, result::CublasError};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use device::driver_err;
 use polycert_deeppoly::{
-    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, FloatModel, Geom, Magnitudes, Pool, PoolParams,
-    ReluParams, Shape,
+    AffineForward, AffineOps, BResult, BackendError, Conv2d, ConvParams, FloatModel, Geom, InferOps, Magnitudes,
+    MatrixOps, MemoryOps, Pool, PoolParams, RelaxOps, ReluParams, RuntimeOps, Shape,
 };
 use polycert_interval::Fp;
 use std::collections::HashMap;

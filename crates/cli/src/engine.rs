@@ -5,7 +5,7 @@ use crate::say::errln;
 use anyhow::Result;
 use polycert_backend_cpu::CpuBackend;
 use polycert_backend_cuda::CudaBackend;
-use polycert_deeppoly::{Analyzer, Backend, Network, Options, Property};
+use polycert_deeppoly::{Analyzer, Backend, Network, Options, Property, RuntimeOps};
 use polycert_interval::Fp;
 use std::ops::ControlFlow;
 
@@ -69,7 +69,7 @@ impl Engine {
         match self {
             Engine::Cpu(_) => 1,
             Engine::Cuda(be, _) => {
-                let per = batch.unwrap_or_else(|| Backend::<f64>::batch_hint(be.as_ref())).max(1);
+                let per = batch.unwrap_or_else(|| RuntimeOps::batch_hint(be.as_ref())).max(1);
                 jobs.div_ceil(per).clamp(1, 3)
             }
         }
@@ -120,7 +120,7 @@ pub fn run_jobs_parallel(
             // others' kernels) and a share of the memory budget.
             let mut own = workers.0.lock().map_err(|_| anyhow::anyhow!("CUDA workers poisoned"))?;
             if n > 1 && own.len() < n {
-                let share = Backend::<f64>::memory_budget(be.as_ref()) / n;
+                let share = RuntimeOps::memory_budget(be.as_ref()) / n;
                 own.clear();
                 for _ in 0..n {
                     own.push(be.worker().map_err(|e| anyhow::anyhow!("CUDA worker: {e}"))?.with_budget(share));
