@@ -135,7 +135,7 @@ impl<T: GpuScalar> AffineOps<T> for CudaBackend {
         Ok((out, cst))
     }
 
-    /// The rows through the conv ([`CudaBackend::conv_rows`]), then the constants.
+    /// The rows through the conv (`conv_rows`), then the constants.
     fn point_conv(
         &self,
         a: &GpuPMat<T>,

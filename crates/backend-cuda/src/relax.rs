@@ -79,7 +79,7 @@ impl<T: GpuScalar> RelaxOps<T> for CudaBackend {
         self.row_lower(a, g, &lo.data, &hi.data)
     }
 
-    /// The `point_diag` kernel in its ReLU (or σ) mode ([`CudaBackend::diag_step`]).
+    /// The `point_diag` kernel in its ReLU (or σ) mode (`diag_step`).
     fn point_relu(
         &self,
         a: &GpuPMat<T>,
