@@ -148,7 +148,8 @@ pub fn unit(s: &str) -> Result<f64, String> {
 }
 
 impl AnalysisArgs {
-    pub fn options(&self, timeout: Option<f64>) -> Options {
+    /// The options these flags give (less what [`crate::resources`] decides).
+    pub(crate) fn options(&self, timeout: Option<f64>) -> Options {
         Options {
             relu_lower: match self.relu_lower {
                 ReluLowerArg::Area => ReluLower::Area,
@@ -183,7 +184,6 @@ impl AnalysisArgs {
             timeout: timeout.map(Duration::from_secs_f64),
             batch: self.batch,
             search_workers: self.search_workers,
-            search_memory: self.search_memory_mb.map(|m| m << 20).or_else(|| Some(available_memory()? / 2)),
             ..Options::default()
         }
     }
@@ -200,15 +200,6 @@ impl AnalysisArgs {
             .build_global()
             .with_context(|| format!("--threads {n}: cannot start the thread pool"))
     }
-}
-
-/// The host memory available now (`MemAvailable` of `/proc/meminfo`), in
-/// bytes, where it can be read.
-fn available_memory() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
 }
 
 #[cfg(test)]

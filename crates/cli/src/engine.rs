@@ -1,6 +1,7 @@
 //! Backend and precision selection, and running properties through the analyzer.
 
 use crate::records::Record;
+use crate::resources::Plan;
 use crate::say::errln;
 use anyhow::Result;
 use polycert_backend_cpu::CpuBackend;
@@ -57,56 +58,25 @@ pub fn open_backend(choice: BackendChoice, budget: Option<usize>) -> Result<Engi
     }
 }
 
-impl Engine {
-    /// Worker threads when `--jobs` is not given, for `jobs` properties
-    /// with batches of at most `batch`. On CUDA, 3 workers once there is
-    /// more than one batch: one worker's host work overlaps the others'
-    /// kernels (H100, 10,000 MNIST images on mnist-net_256x6: 1 worker
-    /// 19.6 s, 2: 9.2 s, 3: 7.8 s, 4: 7.8 s); a single batch gains nothing
-    /// from more workers and pays their setup (streams, cuBLAS handles,
-    /// weights). On the CPU, 1: the kernels use every core.
-    pub fn default_workers(&self, jobs: usize, batch: Option<usize>) -> usize {
-        match self {
-            Engine::Cpu(_) => 1,
-            Engine::Cuda(be, _) => {
-                let per = batch.unwrap_or_else(|| RuntimeOps::batch_hint(be.as_ref())).max(1);
-                jobs.div_ceil(per).clamp(1, 3)
-            }
-        }
-    }
-}
-
 /// A named property to check.
 pub struct Job {
     pub name: String,
     pub property: Property,
 }
 
-/// Runs every job with `workers` batches in flight at once, each worker
-/// with its own analyzer, calling `sink` with each record in job order as
-/// soon as it and every earlier one exist.
-#[allow(clippy::too_many_arguments)]
+/// Runs every job with the plan's workers, each with its own analyzer,
+/// calling `sink` with each record in job order as soon as it and every
+/// earlier one exist.
 pub fn run_jobs_parallel(
     engine: &Engine,
-    workers: usize,
+    plan: &Plan,
     net: &Network,
     model_name: &str,
     jobs: &[Job],
-    opts: &Options,
     precision: Precision,
     sink: &mut dyn FnMut(Record) -> Result<()>,
 ) -> Result<()> {
-    let n = workers.clamp(1, jobs.len().max(1));
-    // Several properties at once already fill the host: one search worker
-    // each, and the α/β rows on the backend where `auto` (the host's
-    // evaluation takes every core, the other jobs' too).
-    let mut opts = opts.clone();
-    if n > 1 {
-        opts.search_workers.get_or_insert(1);
-        opts.host_shared = true;
-        opts.search_memory = opts.search_memory.map(|m| m / n);
-    }
-    let opts = &opts;
+    let (n, opts) = (plan.workers, &plan.opts);
     match engine {
         Engine::Cpu(be) => {
             let bes = vec![be; n];

@@ -11,6 +11,7 @@ mod model;
 mod plot;
 mod records;
 mod report;
+mod resources;
 mod results;
 mod say;
 mod verify;

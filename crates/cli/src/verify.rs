@@ -160,23 +160,21 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
         }
         None => image_jobs(&a, &imported)?,
     };
-    let mut opts = a.analysis.options(a.timeout);
+    let mut plan = a.analysis.plan(&engine, work.jobs.len(), a.timeout);
     let progress = std::sync::Arc::new(polycert_deeppoly::base::progress::Progress::default());
-    opts.progress = Some(progress.clone());
+    plan.opts.progress = Some(progress.clone());
     let bar = live::bar(work.jobs.len());
     let mut records = Vec::new();
     if !a.json {
         outln!("{}", records::header());
     }
-    let workers = a.analysis.jobs.unwrap_or_else(|| engine.default_workers(work.jobs.len(), a.analysis.batch));
     live::while_running(&bar, &progress, || {
         engine::run_jobs_parallel(
             &engine,
-            workers,
+            &plan,
             net,
             &model_name,
             &work.jobs,
-            &opts,
             a.analysis.precision,
             &mut |mut r: Record| {
                 classes(&mut r, net, work.centres[records.len()].as_deref());

@@ -210,31 +210,21 @@ impl Runner<'_> {
             }
         }
         let a = self.args;
-        let mut opts = a.analysis.options(Some(first.timeout));
-        opts.progress = Some(self.progress.clone());
-        let workers = a.analysis.jobs.unwrap_or_else(|| backend.default_workers(jobs.len(), a.analysis.batch));
+        let mut plan = a.analysis.plan(backend, jobs.len(), Some(first.timeout));
+        plan.opts.progress = Some(self.progress.clone());
         let (mut next_job, mut next_row) = (0, 0);
         self.flush(group, &mut ready, &mut next_row)?;
         let net = &imported.network;
-        let r = engine::run_jobs_parallel(
-            backend,
-            workers,
-            net,
-            &first.onnx,
-            &jobs,
-            &opts,
-            a.analysis.precision,
-            &mut |rec| {
-                let k = member[next_job];
-                next_job += 1;
-                let cex = match &rec.counterexample {
-                    Some(x) => Some(self.write_cex(group[k], imported, x)?),
-                    None => None,
-                };
-                ready[k] = Some((rec, cex));
-                self.flush(group, &mut ready, &mut next_row)
-            },
-        );
+        let r = engine::run_jobs_parallel(backend, &plan, net, &first.onnx, &jobs, a.analysis.precision, &mut |rec| {
+            let k = member[next_job];
+            next_job += 1;
+            let cex = match &rec.counterexample {
+                Some(x) => Some(self.write_cex(group[k], imported, x)?),
+                None => None,
+            };
+            ready[k] = Some((rec, cex));
+            self.flush(group, &mut ready, &mut next_row)
+        });
         r?;
         self.flush(group, &mut ready, &mut next_row)
     }

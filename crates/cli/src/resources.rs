@@ -1,0 +1,63 @@
+//! The one place that decides how a run uses the machine: analysis workers
+//! (`--jobs`), search workers, search memory and whether the host is
+//! shared. The batch is the analyzer's (`Analyzer::batch_capacity`, from
+//! its memory budget), unless `--batch` gives it.
+
+use crate::args::AnalysisArgs;
+use crate::engine::Engine;
+use polycert_deeppoly::{Options, RuntimeOps};
+
+/// Most analysis workers on CUDA: each has its own stream, and one
+/// worker's host work overlaps the others' kernels; more gained nothing
+/// (bench/results/2026-11-23-backend-pgd.md).
+const MAX_CUDA_WORKERS: usize = 3;
+
+/// How a run of `jobs` properties uses the machine, and the options every
+/// analyzer of it gets.
+pub struct Plan {
+    /// Analysis workers, each with its own analyzer (and CUDA stream).
+    pub workers: usize,
+    pub opts: Options,
+}
+
+impl AnalysisArgs {
+    /// The plan for `jobs` properties with `timeout` seconds each.
+    pub fn plan(&self, engine: &Engine, jobs: usize, timeout: Option<f64>) -> Plan {
+        let workers = self.jobs.unwrap_or_else(|| default_workers(engine, jobs, self.batch)).clamp(1, jobs.max(1));
+        let mut opts = self.options(timeout);
+        opts.search_memory = self.search_memory_mb.map(|m| m << 20).or_else(|| Some(available_memory()? / 2));
+        // Several properties at once already fill the host: one search
+        // worker each, the α/β rows on the backend where `auto` (the host's
+        // evaluation takes every core, the other jobs' too), and an even
+        // share of the search memory.
+        if workers > 1 {
+            opts.search_workers.get_or_insert(1);
+            opts.host_shared = true;
+            opts.search_memory = opts.search_memory.map(|m| m / workers);
+        }
+        Plan { workers, opts }
+    }
+}
+
+/// Analysis workers when `--jobs` is not given: on CUDA, one per batch up
+/// to [`MAX_CUDA_WORKERS`] (a single batch gains nothing from more, and
+/// pays their streams, cuBLAS handles and weights); on the CPU one, whose
+/// kernels use every core.
+fn default_workers(engine: &Engine, jobs: usize, batch: Option<usize>) -> usize {
+    match engine {
+        Engine::Cpu(_) => 1,
+        Engine::Cuda(be, _) => {
+            let per = batch.unwrap_or_else(|| RuntimeOps::batch_hint(be.as_ref())).max(1);
+            jobs.div_ceil(per).clamp(1, MAX_CUDA_WORKERS)
+        }
+    }
+}
+
+/// The host memory available now (`MemAvailable` of `/proc/meminfo`), in
+/// bytes, where it can be read.
+fn available_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
