@@ -15,7 +15,8 @@ pub use point_affine::gemm_model;
 pub use util::{CpuMat, CpuPMat};
 
 use polycert_deeppoly::{
-    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, Geom, Magnitudes, PoolParams, ReluParams, Shape,
+    AffineForward, AffineOps, BResult, BackendError, Conv2d, ConvParams, Geom, InferOps, Magnitudes, MatrixOps,
+    MemoryOps, PoolParams, RelaxOps, ReluParams, RuntimeOps, Shape,
 };
 use polycert_interval::{FloatModel, Fp};
 
@@ -81,19 +82,13 @@ fn forward_batched<T: Fp>(
     Ok(all)
 }
 
-impl<T: Fp> Backend<T> for CpuBackend {
-    type Buf = Vec<T>;
-    type Mat = CpuMat<T>;
-    type PMat = CpuPMat<T>;
-    type Cst = Vec<f64>;
+impl RuntimeOps for CpuBackend {
     type Graph = ();
-
     /// Measured on 2 cores (mnist 256x6): batches of 8 are ~9% faster than
     /// one at a time; larger ones leave the caches and fault fresh pages.
     fn batch_hint(&self) -> usize {
         8
     }
-
     /// 256x6's 8 slots' worth of neurons: smaller networks batch more. On 2
     /// cores, ACAS Xu 1_1 prop 5 (610 neurons) proved 2.0× the leaves in
     /// 15 s with batches of 64 as with 8 (2.3× with 128); 256x4 MNIST
@@ -101,32 +96,39 @@ impl<T: Fp> Backend<T> for CpuBackend {
     fn batch_neurons(&self) -> Option<usize> {
         Some(32_768)
     }
-
     /// The host already is this backend's processor: batches of 8 rows gain
     /// nothing from shared GEMMs (2 cores, 256x2 prop_3_0.03: the search's
     /// α/β phase took 3.4 s batched against 2.0 s row by row).
     fn offload_relaxed(&self) -> bool {
         false
     }
-
     /// One search worker by default (rayon already fills the cores), but
     /// forks for `--search-workers`.
     fn fork(&self) -> BResult<Option<Self>> {
         Ok(Some(self.clone()))
     }
-
     fn name(&self) -> String {
         format!("cpu ({} threads)", rayon::current_num_threads())
     }
     fn memory_budget(&self) -> usize {
         self.budget
     }
+}
+
+impl<T: Fp> MemoryOps<T> for CpuBackend {
+    type Buf = Vec<T>;
     fn upload(&self, data: &[T]) -> BResult<Vec<T>> {
         Ok(data.to_vec())
     }
     fn download(&self, buf: &Vec<T>) -> BResult<Vec<T>> {
         Ok(buf.clone())
     }
+}
+
+impl<T: Fp> MatrixOps<T> for CpuBackend {
+    type Mat = CpuMat<T>;
+    type PMat = CpuPMat<T>;
+    type Cst = Vec<f64>;
     fn mat_from_host(&self, rows: usize, cols: usize, lo: &[T], hi: &[T]) -> BResult<CpuMat<T>> {
         let m = CpuMat { rows, cols, lo: lo.to_vec(), hi: hi.to_vec() };
         check_mat(&m)?;
@@ -141,61 +143,8 @@ impl<T: Fp> Backend<T> for CpuBackend {
     fn mat_zeros(&self, rows: usize, cols: usize) -> BResult<CpuMat<T>> {
         Ok(CpuMat::zeros(rows, cols))
     }
-    fn dense_backsub(
-        &self,
-        a: &CpuMat<T>,
-        w: &Vec<T>,
-        n_in: usize,
-        b_lo: &Vec<T>,
-        b_hi: &Vec<T>,
-    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
-        if w.len() != a.cols * n_in {
-            return Err(BackendError::Failure(format!("dense_backsub: {} weights for {}x{n_in}", w.len(), a.cols)));
-        }
-        Ok(gemm::dense_backsub(a, w, n_in, b_lo, b_hi))
-    }
-    fn conv_backsub(
-        &self,
-        a: &CpuMat<T>,
-        g: &Geom,
-        p: &ConvParams<'_, Self, T>,
-        out: &Geom,
-    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
-        Ok(conv::conv_backsub(a, g, p.conv, p.weight, p.bias_lo, p.bias_hi, out))
-    }
-    fn relu_backsub(&self, a: &CpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(CpuMat<T>, Vec<f64>)> {
-        if let Some(ml) = p.mu_lo {
-            check_slots("relu_backsub", g, &[ml.len(), p.mu_up.len()])?;
-        }
-        Ok(rowops::relu_backsub(a, g, p.lam_lo, p.lam_up, (p.mu_up, p.mu_lo.map(|v| &v[..]))))
-    }
-    fn maxpool_backsub(
-        &self,
-        a: &CpuMat<T>,
-        g: &Geom,
-        p: &PoolParams<'_, Self, T>,
-        out: &Geom,
-    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
-        Ok(pool::maxpool_backsub(a, g, (p.sel_lo, p.sel_up), p.lo, p.up, out))
-    }
-    fn diag_backsub(
-        &self,
-        a: &CpuMat<T>,
-        g: &Geom,
-        m: (&Vec<T>, &Vec<T>),
-        c: (&Vec<T>, &Vec<T>),
-    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
-        Ok(rowops::diag_backsub(a, g, (m.0, m.1), (c.0, c.1)))
-    }
-    fn concretize(&self, a: &CpuMat<T>, g: &Geom, lo: &Vec<T>, hi: &Vec<T>) -> BResult<Vec<f64>> {
-        Ok(rowops::concretize(a, g, lo, hi))
-    }
     fn compact(&self, a: &CpuMat<T>, _g: &Geom, keep: &[u32]) -> BResult<CpuMat<T>> {
         Ok(rowops::compact(a, keep))
-    }
-    fn add_into(&self, dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geom) -> BResult<()> {
-        rowops::add_into(dst, dg, src, sg);
-        Ok(())
     }
     fn slice_cols(&self, a: &CpuMat<T>, start: usize, len: usize) -> BResult<CpuMat<T>> {
         Ok(rowops::slice_cols(a, start, len))
@@ -233,6 +182,50 @@ impl<T: Fp> Backend<T> for CpuBackend {
     fn pmat_zeros(&self, rows: usize, cols: usize) -> BResult<CpuPMat<T>> {
         Ok(CpuPMat { rows, cols, a: vec![T::zero(); rows * cols] })
     }
+    fn point_compact(&self, a: &CpuPMat<T>, _g: &Geom, keep: &[u32]) -> BResult<CpuPMat<T>> {
+        Ok(CpuPMat { rows: keep.len(), cols: a.cols, a: util::compact_plane(&a.a, a.cols, keep) })
+    }
+    fn point_slice_cols(&self, a: &CpuPMat<T>, start: usize, len: usize) -> BResult<CpuPMat<T>> {
+        Ok(CpuPMat { rows: a.rows, cols: len, a: util::slice_plane(&a.a, a.rows, a.cols, start, len) })
+    }
+}
+
+impl<T: Fp> AffineOps<T> for CpuBackend {
+    fn dense_backsub(
+        &self,
+        a: &CpuMat<T>,
+        w: &Vec<T>,
+        n_in: usize,
+        b_lo: &Vec<T>,
+        b_hi: &Vec<T>,
+    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        if w.len() != a.cols * n_in {
+            return Err(BackendError::Failure(format!("dense_backsub: {} weights for {}x{n_in}", w.len(), a.cols)));
+        }
+        Ok(gemm::dense_backsub(a, w, n_in, b_lo, b_hi))
+    }
+    fn conv_backsub(
+        &self,
+        a: &CpuMat<T>,
+        g: &Geom,
+        p: &ConvParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        Ok(conv::conv_backsub(a, g, p.conv, p.weight, p.bias_lo, p.bias_hi, out))
+    }
+    fn diag_backsub(
+        &self,
+        a: &CpuMat<T>,
+        g: &Geom,
+        m: (&Vec<T>, &Vec<T>),
+        c: (&Vec<T>, &Vec<T>),
+    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        Ok(rowops::diag_backsub(a, g, (m.0, m.1), (c.0, c.1)))
+    }
+    fn add_into(&self, dst: &mut CpuMat<T>, dg: &Geom, src: &CpuMat<T>, sg: &Geom) -> BResult<()> {
+        rowops::add_into(dst, dg, src, sg);
+        Ok(())
+    }
     fn point_dense(
         &self,
         a: &CpuPMat<T>,
@@ -260,6 +253,49 @@ impl<T: Fp> Backend<T> for CpuBackend {
         check_slots("point_conv", g, &[mag.r1.len() * g.shape.numel()])?;
         Ok(point_affine::point_conv(a, g, p.conv, p.weight, (p.bias_lo, p.bias_hi), out, mag.wr, mag.r1))
     }
+    fn point_diag(
+        &self,
+        a: &CpuPMat<T>,
+        g: &Geom,
+        m: (&Vec<T>, &Vec<T>),
+        c: (&Vec<T>, &Vec<T>),
+        r: &Vec<T>,
+    ) -> BResult<(CpuPMat<T>, Vec<f64>)> {
+        check_slots("point_diag", g, &[m.0.len(), m.1.len(), c.0.len(), c.1.len(), r.len()])?;
+        Ok(point::point_diag(a, g, (m.0, m.1), (c.0, c.1), r))
+    }
+    fn point_add_into(
+        &self,
+        dst: &mut CpuPMat<T>,
+        dg: &Geom,
+        src: &CpuPMat<T>,
+        sg: &Geom,
+        r: &Vec<T>,
+    ) -> BResult<Vec<f64>> {
+        check_slots("point_add_into", sg, &[r.len()])?;
+        Ok(point::point_add_into(dst, dg, src, sg, r))
+    }
+}
+
+impl<T: Fp> RelaxOps<T> for CpuBackend {
+    fn relu_backsub(&self, a: &CpuMat<T>, g: &Geom, p: &ReluParams<'_, Self, T>) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        if let Some(ml) = p.mu_lo {
+            check_slots("relu_backsub", g, &[ml.len(), p.mu_up.len()])?;
+        }
+        Ok(rowops::relu_backsub(a, g, p.lam_lo, p.lam_up, (p.mu_up, p.mu_lo.map(|v| &v[..]))))
+    }
+    fn maxpool_backsub(
+        &self,
+        a: &CpuMat<T>,
+        g: &Geom,
+        p: &PoolParams<'_, Self, T>,
+        out: &Geom,
+    ) -> BResult<(CpuMat<T>, Vec<f64>)> {
+        Ok(pool::maxpool_backsub(a, g, (p.sel_lo, p.sel_up), p.lo, p.up, out))
+    }
+    fn concretize(&self, a: &CpuMat<T>, g: &Geom, lo: &Vec<T>, hi: &Vec<T>) -> BResult<Vec<f64>> {
+        Ok(rowops::concretize(a, g, lo, hi))
+    }
     fn point_relu(
         &self,
         a: &CpuPMat<T>,
@@ -272,17 +308,6 @@ impl<T: Fp> Backend<T> for CpuBackend {
             check_slots("point_relu", g, &[ml.len()])?;
         }
         Ok(point::point_relu(a, g, (p.lam_lo, p.lam_up), (p.mu_up, p.mu_lo.map(|v| &v[..])), r))
-    }
-    fn point_diag(
-        &self,
-        a: &CpuPMat<T>,
-        g: &Geom,
-        m: (&Vec<T>, &Vec<T>),
-        c: (&Vec<T>, &Vec<T>),
-        r: &Vec<T>,
-    ) -> BResult<(CpuPMat<T>, Vec<f64>)> {
-        check_slots("point_diag", g, &[m.0.len(), m.1.len(), c.0.len(), c.1.len(), r.len()])?;
-        Ok(point::point_diag(a, g, (m.0, m.1), (c.0, c.1), r))
     }
     fn point_maxpool(
         &self,
@@ -300,23 +325,9 @@ impl<T: Fp> Backend<T> for CpuBackend {
         check_slots("point_concretize", g, &[lo.len(), hi.len()])?;
         Ok(point::point_concretize(a, g, lo, hi))
     }
-    fn point_compact(&self, a: &CpuPMat<T>, _g: &Geom, keep: &[u32]) -> BResult<CpuPMat<T>> {
-        Ok(CpuPMat { rows: keep.len(), cols: a.cols, a: util::compact_plane(&a.a, a.cols, keep) })
-    }
-    fn point_add_into(
-        &self,
-        dst: &mut CpuPMat<T>,
-        dg: &Geom,
-        src: &CpuPMat<T>,
-        sg: &Geom,
-        r: &Vec<T>,
-    ) -> BResult<Vec<f64>> {
-        check_slots("point_add_into", sg, &[r.len()])?;
-        Ok(point::point_add_into(dst, dg, src, sg, r))
-    }
-    fn point_slice_cols(&self, a: &CpuPMat<T>, start: usize, len: usize) -> BResult<CpuPMat<T>> {
-        Ok(CpuPMat { rows: a.rows, cols: len, a: util::slice_plane(&a.a, a.rows, a.cols, start, len) })
-    }
+}
+
+impl<T: Fp> InferOps<T> for CpuBackend {
     fn forward_dense(
         &self,
         w: &Vec<T>,

@@ -4,7 +4,7 @@
 //! split-K dense layer ending in atomicAdd. Not used by the analysis.
 
 use crate::device::{Device, driver_err};
-use crate::{GpuScalar, point_ops};
+use crate::{GpuScalar, blas};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use polycert_deeppoly::{BResult, BackendError};
@@ -59,7 +59,7 @@ impl Fpna {
         let alloc = || stream.alloc_zeros::<f32>(n * n).map_err(|e| driver_err("load matrices", e));
         let (a, b, mut c) = (alloc()?, alloc()?, alloc()?);
         for _ in 0..count {
-            point_ops::gemm_rm(&blas, &a, n, n, &b, n, &mut c)?;
+            blas::gemm_rm(&blas, &a, n, n, &b, n, &mut c)?;
         }
         self.load = Some(Load { stream, _blas: blas, _bufs: [a, b, c] });
         Ok(())

@@ -1,26 +1,105 @@
-//! Batched point inference and gradients for the attack: cuBLAS GEMMs
-//! with the points as rows, and the elementwise kernels of
-//! `kernels/infer.cu`. No step synchronises.
+//! [`InferOps`] on the GPU. The forward interval pass of affine layers:
+//! per (slot, neuron) the output interval and the constant interval (bias ±
+//! the float inference's rounding bound), by kernels from
+//! `kernels/deeppoly.cu`. Batched point inference and gradients for the
+//! attack: cuBLAS GEMMs with the points as rows, and the elementwise
+//! kernels of `kernels/infer.cu`. No step synchronises.
 
+use crate::blas::gemm_rm;
 use crate::device::driver_err;
-use crate::point_ops::gemm_rm;
-use crate::{CudaBackend, GpuBuf, GpuScalar, grid_for};
+use crate::{CudaBackend, GpuBuf, GpuScalar, batched, cached, check_batch, grid_for, kconv, kgeom};
 use cudarc::cublas::{GemmConfig, sys as blas_sys};
-use cudarc::driver::{CudaGraph, CudaSlice, PushKernelArg};
-use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pointwise, Shape, base::infer::conv_out_shape};
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use polycert_deeppoly::base::infer::conv_out_shape;
+use polycert_deeppoly::{AffineForward, BResult, BackendError, Conv2d, FloatModel, Geom, InferOps, Pointwise, Shape};
+use polycert_interval::fp;
 
 fn failure(msg: String) -> BackendError {
     BackendError::Failure(msg)
 }
 
-impl CudaBackend {
-    fn buf<T>(&self, data: CudaSlice<T>, len: usize) -> GpuBuf<T> {
-        GpuBuf { data, len }
+impl<T: GpuScalar> InferOps<T> for CudaBackend {
+    fn forward_dense(
+        &self,
+        w: &GpuBuf<T>,
+        bias: &GpuBuf<T>,
+        n_in: usize,
+        x: (&GpuBuf<T>, &GpuBuf<T>),
+        batch: usize,
+        model: FloatModel,
+    ) -> BResult<AffineForward<GpuBuf<T>>> {
+        let _span = self.trace.span("forward_dense");
+        let n_out = bias.len;
+        check_batch("forward_dense", x, n_in, batch)?;
+        // The kernel writes all four outputs of every (slot, neuron); errors
+        // surface at the next transfer (no sync here: `|W|·r` stays on the device).
+        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc_written::<T>(batch * n_out)).collect::<BResult<_>>()?;
+        let gamma = model.gamma(n_in + 1);
+        let eta = fp::mul_up((n_in + 2) as f64, model.min_subnormal);
+        let (ni, no) = (n_in as i32, n_out as i32);
+        let f = self.dev.func("forward_dense", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        let thresh = model.overflow_threshold();
+        b.arg(&w.data)
+            .arg(&bias.data)
+            .arg(&ni)
+            .arg(&no)
+            .arg(&x.0.data)
+            .arg(&x.1.data)
+            .arg(&gamma)
+            .arg(&eta)
+            .arg(&thresh);
+        b.arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
+        if n_out > 0 && batch > 0 {
+            unsafe { b.launch(batched(grid_for(32 * n_out), batch)) }.map_err(|e| driver_err("forward_dense", e))?;
+        }
+        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n_out });
+        let mut next = || it.next().expect("four outputs");
+        Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
+    }
+
+    fn forward_conv(
+        &self,
+        conv: &Conv2d,
+        w: &GpuBuf<T>,
+        bias: &GpuBuf<T>,
+        input: Shape,
+        x: (&GpuBuf<T>, &GpuBuf<T>),
+        batch: usize,
+        model: FloatModel,
+    ) -> BResult<AffineForward<GpuBuf<T>>> {
+        let _span = self.trace.span("forward_conv");
+        check_batch("forward_conv", x, input.numel(), batch)?;
+        let (kh, kw) = conv.kernel;
+        let ho = (input.h + conv.pad.0 + conv.pad.2 - kh) / conv.stride.0 + 1;
+        let wo = (input.w + conv.pad.1 + conv.pad.3 - kw) / conv.stride.1 + 1;
+        let n = conv.c_out * ho * wo;
+        let max_terms = input.c * kh * kw + 2;
+        // Cached by content: a recorded attack step may run this, and a
+        // recording cannot upload.
+        let gammas: Vec<u64> = (0..=max_terms).map(|k| model.gamma(k).to_bits()).collect();
+        let gam = cached(&self.gamma_cache, &gammas, |v| {
+            self.htod(&v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>())
+        })?;
+        let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc_written::<T>(batch * n)).collect::<BResult<_>>()?;
+        let (gi, kc) = (kgeom(input, (input.h, input.w)), kconv(conv));
+        let (co, hoi, woi, eta) = (conv.c_out as i32, ho as i32, wo as i32, model.min_subnormal);
+        let f = self.dev.func("forward_conv", T::SUFFIX);
+        let mut b = self.dev.stream.launch_builder(f);
+        b.arg(&w.data).arg(&bias.data).arg(&gi).arg(&kc).arg(&co).arg(&hoi).arg(&woi).arg(&x.0.data).arg(&x.1.data);
+        let thresh = model.overflow_threshold();
+        b.arg(&*gam).arg(&eta).arg(&thresh).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
+        if n > 0 && batch > 0 {
+            unsafe { b.launch(batched(grid_for(n), batch)) }.map_err(|e| driver_err("forward_conv", e))?;
+        }
+        let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n });
+        let mut next = || it.next().expect("four outputs");
+        Ok(AffineForward { lo: next(), hi: next(), bias_lo: next(), bias_hi: next() })
     }
 
     /// `Y = X·Wᵀ + b`: `Y` filled with the bias, then one GEMM with β = 1
     /// (in cuBLAS's column-major view, `Yᵀ = W·Xᵀ` with `W` transposed).
-    pub(crate) fn i_dense<T: GpuScalar>(
+    fn infer_dense(
         &self,
         w: &GpuBuf<T>,
         b: &GpuBuf<T>,
@@ -28,6 +107,7 @@ impl CudaBackend {
         x: &GpuBuf<T>,
         batch: usize,
     ) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("infer_dense");
         let n_out = b.len;
         if w.len != n_out * n_in || x.len != batch * n_in {
             return Err(failure(format!("infer_dense: {} weights, {} inputs for batch {batch}", w.len, x.len)));
@@ -35,7 +115,7 @@ impl CudaBackend {
         let total = batch * n_out;
         let mut y = self.alloc_written::<T>(total)?;
         if total == 0 {
-            return Ok(self.buf(y, 0));
+            return Ok(buf(y, 0));
         }
         let (n, t) = (n_out as u64, total as u64);
         let mut l = self.dev.stream.launch_builder(self.dev.func("infer_bias", T::SUFFIX));
@@ -61,52 +141,42 @@ impl CudaBackend {
             unsafe { T::gemm(self.blas()?, cfg, &w.data, &x.data, &mut y) }
                 .map_err(|e| failure(format!("cuBLAS GEMM: {e:?}")))?;
         }
-        Ok(self.buf(y, total))
+        Ok(buf(y, total))
     }
 
     /// `G·W` per point.
-    pub(crate) fn i_grad_dense<T: GpuScalar>(
-        &self,
-        g: &GpuBuf<T>,
-        w: &GpuBuf<T>,
-        n_in: usize,
-        batch: usize,
-    ) -> BResult<GpuBuf<T>> {
+    fn grad_dense(&self, g: &GpuBuf<T>, w: &GpuBuf<T>, n_in: usize, batch: usize) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("grad_dense");
         let n_out = polycert_deeppoly::base::infer::grad_dense_outputs(g.len, w.len, n_in, batch)?;
         let mut out = self.alloc::<T>(batch * n_in)?;
         gemm_rm(self.blas()?, &g.data, batch, n_out, &w.data, n_in, &mut out)?;
-        Ok(self.buf(out, batch * n_in))
+        Ok(buf(out, batch * n_in))
     }
 
     /// The transposed conv per point: the conv backsubstitution's GEMMs
     /// with one full-window row per point.
-    pub(crate) fn i_grad_conv<T: GpuScalar>(
-        &self,
-        c: &Conv2d,
-        w: &GpuBuf<T>,
-        input: Shape,
-        g: &GpuBuf<T>,
-        batch: usize,
-    ) -> BResult<GpuBuf<T>> {
+    fn grad_conv(&self, c: &Conv2d, w: &GpuBuf<T>, input: Shape, g: &GpuBuf<T>, batch: usize) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("grad_conv");
         let so = conv_out_shape(c, input);
         if g.len != batch * so.numel() || w.len != c.weight.len() {
             return Err(failure(format!("grad_conv: {} gradients for batch {batch} of {}", g.len, so.numel())));
         }
         let m = self.conv_rows(&g.data, batch, &Geom::full(so, batch), c, &w.data, &Geom::full(input, batch))?;
-        Ok(self.buf(m.a, batch * input.numel()))
+        Ok(buf(m.a, batch * input.numel()))
     }
 
     /// One elementwise kernel `pw_<name>` over the op's operands (a device
     /// copy for `Copy`).
-    pub(crate) fn i_pointwise<T: GpuScalar>(&self, op: Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
+    fn pointwise(&self, op: Pointwise<'_, GpuBuf<T>>) -> BResult<GpuBuf<T>> {
+        let _span = self.trace.span("pointwise");
         let total = pointwise_len(&op)?;
         if let Pointwise::Copy(x) = op {
             let data = self.dev.stream.clone_dtod(&x.data).map_err(|e| driver_err("copy", e))?;
-            return Ok(self.buf(data, total));
+            return Ok(buf(data, total));
         }
         let y = self.alloc_written::<T>(total)?;
         if total == 0 {
-            return Ok(self.buf(y, 0));
+            return Ok(buf(y, 0));
         }
         let t = total as u64;
         let name = format!("pw_{}", op.name());
@@ -134,136 +204,12 @@ impl CudaBackend {
         };
         l.arg(&y).arg(&t);
         unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err(&name, e))?;
-        Ok(self.buf(y, total))
+        Ok(buf(y, total))
     }
+}
 
-    pub(crate) fn i_copy_range<T: GpuScalar>(
-        &self,
-        dst: &mut GpuBuf<T>,
-        dst_at: usize,
-        src: &GpuBuf<T>,
-        src_at: usize,
-        len: usize,
-    ) -> BResult<()> {
-        if dst_at + len > dst.len || src_at + len > src.len {
-            return Err(failure(format!("copy_range: {len} values out of range")));
-        }
-        if len == 0 {
-            return Ok(());
-        }
-        let from = src.data.slice(src_at..src_at + len);
-        let mut to = dst.data.slice_mut(dst_at..dst_at + len);
-        self.dev.stream.memcpy_dtod(&from, &mut to).map_err(|e| driver_err("copy", e))
-    }
-
-    /// The largest index of `idx`, checked against a buffer of `len` values.
-    fn check_indices(what: &str, idx: &[u32], len: usize) -> BResult<()> {
-        match idx.iter().copied().max() {
-            Some(i) if i as usize >= len => Err(polycert_deeppoly::out_of_range(what, i, len)),
-            _ => Ok(()),
-        }
-    }
-
-    /// Every part's indices up in one transfer, one gather kernel per part
-    /// into one buffer, and that buffer down in one transfer.
-    pub(crate) fn i_gather_many<T: GpuScalar>(&self, parts: &[(&GpuBuf<T>, &[u32])]) -> BResult<Vec<Vec<T>>> {
-        for (x, idx) in parts {
-            Self::check_indices("gather", idx, x.len)?;
-        }
-        let total: usize = parts.iter().map(|p| p.1.len()).sum();
-        if total == 0 {
-            return Ok(parts.iter().map(|_| Vec::new()).collect());
-        }
-        let all: Vec<u32> = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
-        let d_idx = self.htod(&all)?;
-        let mut y = self.alloc_written::<T>(total)?;
-        let mut at = 0;
-        for (x, idx) in parts {
-            let k = idx.len();
-            if k > 0 {
-                let (src, mut dst, k64) = (d_idx.slice(at..at + k), y.slice_mut(at..at + k), k as u64);
-                let mut l = self.dev.stream.launch_builder(self.dev.func("gather", T::SUFFIX));
-                l.arg(&x.data).arg(&src).arg(&mut dst).arg(&k64);
-                unsafe { l.launch(grid_for(k)) }.map_err(|e| driver_err("gather", e))?;
-            }
-            at += k;
-        }
-        let mut flat = self.dtoh(&y, total)?.into_iter();
-        Ok(parts.iter().map(|p| flat.by_ref().take(p.1.len()).collect()).collect())
-    }
-
-    pub(crate) fn i_repeat_rows<T: GpuScalar>(&self, x: &GpuBuf<T>, n: usize, rows: &[u32]) -> BResult<GpuBuf<T>> {
-        polycert_deeppoly::check_repeat_rows(x.len, n, rows)?;
-        let total = rows.len() * n;
-        if total == 0 {
-            return Ok(self.buf(self.alloc::<T>(0)?, 0));
-        }
-        let d_rows = self.htod(rows)?;
-        let (y, n64, t64) = (self.alloc_written::<T>(total)?, n as u64, total as u64);
-        let mut l = self.dev.stream.launch_builder(self.dev.func("repeat_rows", T::SUFFIX));
-        l.arg(&x.data).arg(&d_rows).arg(&y).arg(&n64).arg(&t64);
-        unsafe { l.launch(grid_for(total)) }.map_err(|e| driver_err("repeat_rows", e))?;
-        Ok(self.buf(y, total))
-    }
-
-    /// Every part's indices and values up in one transfer each, then per
-    /// part a copy of its base and one scatter kernel.
-    pub(crate) fn i_scatter_many<T: GpuScalar>(&self, parts: &[(&GpuBuf<T>, &[u32], &[T])]) -> BResult<Vec<GpuBuf<T>>> {
-        for (base, idx, vals) in parts {
-            if idx.len() != vals.len() {
-                return Err(failure(format!("scatter: {} indices for {} values", idx.len(), vals.len())));
-            }
-            Self::check_indices("scatter", idx, base.len)?;
-        }
-        let all_idx: Vec<u32> = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
-        let all_vals: Vec<T> = parts.iter().flat_map(|p| p.2.iter().copied()).collect();
-        let dev = if all_idx.is_empty() { None } else { Some((self.htod(&all_idx)?, self.htod(&all_vals)?)) };
-        let mut out = Vec::with_capacity(parts.len());
-        let mut at = 0;
-        for (base, idx, _) in parts {
-            let mut y = self.dev.stream.clone_dtod(&base.data).map_err(|e| driver_err("scatter", e))?;
-            let k = idx.len();
-            if let (Some((d_idx, d_v)), true) = (&dev, k > 0) {
-                let (i, v, k64) = (d_idx.slice(at..at + k), d_v.slice(at..at + k), k as u64);
-                let mut l = self.dev.stream.launch_builder(self.dev.func("scatter", T::SUFFIX));
-                l.arg(&mut y).arg(&i).arg(&v).arg(&k64);
-                unsafe { l.launch(grid_for(k)) }.map_err(|e| driver_err("scatter", e))?;
-            }
-            at += k;
-            out.push(self.buf(y, base.len));
-        }
-        Ok(out)
-    }
-
-    /// Records the calls of `f` on this backend's stream as a CUDA graph.
-    /// Not with cudarc's cross-stream events (a capture cannot hold them);
-    /// a call that cannot be recorded (a sync, a host transfer) ends the
-    /// capture and gives `None`, as does a stream that cannot be captured.
-    /// Also `None` while workers share the context (`Device::shares_context`).
-    pub(crate) fn i_capture(&self, f: &mut dyn FnMut() -> BResult<()>) -> BResult<Option<CudaGraph>> {
-        if self.dev.ctx.is_event_tracking() || self.dev.shares_context() {
-            return Ok(None);
-        }
-        let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-        if self.dev.stream.begin_capture(mode).is_err() {
-            let _ = self.dev.ctx.check_err();
-            return Ok(None);
-        }
-        let recorded = f();
-        let graph = self.dev.stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
-        match (recorded, graph) {
-            (Ok(()), Ok(g)) => Ok(g),
-            _ => {
-                // Clear what the failed capture left (errors of frees).
-                let _ = self.dev.ctx.check_err();
-                Ok(None)
-            }
-        }
-    }
-
-    pub(crate) fn i_replay(&self, g: &CudaGraph) -> BResult<()> {
-        g.launch().map_err(|e| driver_err("graph launch", e))
-    }
+fn buf<T>(data: CudaSlice<T>, len: usize) -> GpuBuf<T> {
+    GpuBuf { data, len }
 }
 
 /// The output length of a pointwise op, checking that its operands agree

@@ -5,25 +5,24 @@
 //! cudarc. It builds everywhere; without a GPU, [`CudaBackend::new`]
 //! returns [`BackendError::Unavailable`].
 
-mod backend;
+mod affine;
+mod blas;
 mod device;
-mod forward;
 pub mod fpna;
 mod infer;
-mod interval_ops;
-mod point_ops;
+mod matrix;
+mod memory;
+mod relax;
+mod runtime;
 mod trace;
 
 pub use device::{Device, KERNELS};
-pub use point_ops::{GpuCst, GpuPMat};
+pub use matrix::{GpuCst, GpuPMat};
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, result::CublasError};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use device::driver_err;
-use polycert_deeppoly::{
-    AffineForward, BResult, Backend, BackendError, Conv2d, ConvParams, FloatModel, Geom, Magnitudes, Pool, PoolParams,
-    ReluParams, Shape,
-};
+use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pool, Shape};
 use polycert_interval::Fp;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -250,16 +249,16 @@ impl CudaBackend {
         if let Some(b) = self.blas.get() {
             return Ok(b);
         }
-        let b = point_ops::new_blas(self)?;
+        let b = blas::new_blas(self)?;
         let _ = self.blas.set(b);
         Ok(self.blas.get().expect("set above"))
     }
 
     /// Whether cuBLAS's float32 GEMM in the analysis's mode keeps subnormal
     /// inputs, products and sums on this device (else the point bound pays
-    /// the flushed error: `point_ops::gemm_model`).
+    /// the flushed error: `blas::gemm_model`).
     pub fn gemm_f32_keeps_subnormals(&self) -> BResult<bool> {
-        point_ops::gemm_keeps_subnormals(self.blas()?, self)
+        blas::gemm_keeps_subnormals(self.blas()?, self)
     }
 
     /// Caps the memory used for expression matrices.

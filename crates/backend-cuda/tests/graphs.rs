@@ -1,12 +1,12 @@
 //! CUDA graphs are recorded only while a backend has its context to itself
 //! (`Device::shares_context`); skips without a GPU.
 use polycert_backend_cuda::CudaBackend;
-use polycert_deeppoly::{Backend, Pointwise};
+use polycert_deeppoly::{InferOps, MemoryOps, Pointwise, RuntimeOps};
 
 /// Records one copy kernel: whether a graph came back.
 fn records(be: &CudaBackend) -> bool {
-    let x = Backend::<f32>::upload(be, &[1.0, 2.0]).expect("upload");
-    let g = Backend::<f32>::capture(be, &mut || Backend::<f32>::pointwise(be, Pointwise::Copy(&x)).map(drop));
+    let x = MemoryOps::<f32>::upload(be, &[1.0, 2.0]).expect("upload");
+    let g = RuntimeOps::capture(be, &mut || InferOps::<f32>::pointwise(be, Pointwise::Copy(&x)).map(drop));
     g.expect("capture").is_some()
 }
 

@@ -6,7 +6,7 @@ use crate::say::errln;
 use anyhow::Result;
 use polycert_backend_cpu::CpuBackend;
 use polycert_backend_cuda::CudaBackend;
-use polycert_deeppoly::{Analyzer, Backend, Network, Options, Property};
+use polycert_deeppoly::{Analyzer, Backend, Network, Options, Property, RuntimeOps};
 use polycert_interval::Fp;
 use std::ops::ControlFlow;
 
@@ -90,7 +90,7 @@ pub fn run_jobs_parallel(
             // others' kernels) and a share of the memory budget.
             let mut own = workers.0.lock().map_err(|_| anyhow::anyhow!("CUDA workers poisoned"))?;
             if n > 1 && own.len() < n {
-                let share = Backend::<f64>::memory_budget(be.as_ref()) / n;
+                let share = RuntimeOps::memory_budget(be.as_ref()) / n;
                 own.clear();
                 for _ in 0..n {
                     own.push(be.worker().map_err(|e| anyhow::anyhow!("CUDA worker: {e}"))?.with_budget(share));

@@ -5,7 +5,7 @@
 
 use crate::args::AnalysisArgs;
 use crate::engine::Engine;
-use polycert_deeppoly::{Backend, Options};
+use polycert_deeppoly::{Options, RuntimeOps};
 
 /// Most analysis workers on CUDA: each has its own stream, and one
 /// worker's host work overlaps the others' kernels; more gained nothing
@@ -47,7 +47,7 @@ fn default_workers(engine: &Engine, jobs: usize, batch: Option<usize>) -> usize 
     match engine {
         Engine::Cpu(_) => 1,
         Engine::Cuda(be, _) => {
-            let per = batch.unwrap_or_else(|| Backend::<f64>::batch_hint(be.as_ref())).max(1);
+            let per = batch.unwrap_or_else(|| RuntimeOps::batch_hint(be.as_ref())).max(1);
             jobs.div_ceil(per).clamp(1, MAX_CUDA_WORKERS)
         }
     }

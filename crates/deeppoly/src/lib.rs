@@ -31,8 +31,9 @@ pub mod testnets;
 
 pub use base::analyzer::{AnalysisError, Analyzer};
 pub use base::backend::{
-    AffineForward, Arith, BResult, Backend, BackendError, ConvParams, Magnitudes, Pointwise, PoolParams, ReluParams,
-    check_repeat_rows, check_unit_rows, out_of_range, unit_rows,
+    AffineForward, AffineOps, Arith, BResult, Backend, BackendError, ConvParams, InferOps, Magnitudes, MatrixOps,
+    MemoryOps, Pointwise, PoolParams, RelaxOps, ReluParams, RuntimeOps, check_repeat_rows, check_unit_rows,
+    out_of_range, unit_rows,
 };
 pub use base::geom::Geom;
 pub use base::ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};

@@ -11,10 +11,10 @@ use std::time::Instant;
 /// The most sub-problems analysed together (`Options::batch`).
 pub const MAX_BATCH: usize = 1024;
 
-/// The largest default batch a backend's [`Backend::batch_neurons`] gives.
+/// The largest default batch a backend's [`RuntimeOps::batch_neurons`](crate::base::backend::RuntimeOps::batch_neurons) gives.
 pub const SMALL_NET_BATCH: usize = 128;
 
-/// The default batch of a backend that names none ([`Backend::batch_hint`]).
+/// The default batch of a backend that names none ([`RuntimeOps::batch_hint`](crate::base::backend::RuntimeOps::batch_hint)).
 pub const DEFAULT_BATCH: usize = 256;
 
 /// Values per neuron and batch slot that a run state keeps: host and device
@@ -152,8 +152,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// How many properties [`Analyzer::analyze_batch`] should take at once:
     /// `Options::batch`, else as many run states as a quarter of the memory
-    /// budget holds, at most the backend's [`Backend::batch_hint`] (or, on
-    /// small networks, what its [`Backend::batch_neurons`] allows). The
+    /// budget holds, at most the backend's [`RuntimeOps::batch_hint`](crate::base::backend::RuntimeOps::batch_hint) (or, on
+    /// small networks, what its [`RuntimeOps::batch_neurons`](crate::base::backend::RuntimeOps::batch_neurons) allows). The
     /// interval arithmetic runs one property at a time.
     pub fn batch_capacity(&self) -> usize {
         if self.opts.arith == Arith::Interval {
