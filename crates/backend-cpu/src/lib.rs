@@ -84,21 +84,18 @@ fn forward_batched<T: Fp>(
 
 impl RuntimeOps for CpuBackend {
     type Graph = ();
-    /// Measured on 2 cores (mnist 256x6): batches of 8 are ~9% faster than
-    /// one at a time; larger ones leave the caches and fault fresh pages.
+    /// Batches of 8 beat one at a time; larger ones leave the caches and
+    /// fault fresh pages (measured: bench/results/2026-11-27-architecture-measurements.md).
     fn batch_hint(&self) -> usize {
         8
     }
-    /// 256x6's 8 slots' worth of neurons: smaller networks batch more. On 2
-    /// cores, ACAS Xu 1_1 prop 5 (610 neurons) proved 2.0× the leaves in
-    /// 15 s with batches of 64 as with 8 (2.3× with 128); 256x4 MNIST
-    /// searches took the same time with 8, 16 or 32.
+    /// 256x6's 8 slots' worth of neurons: smaller networks batch more
+    /// (measured: bench/results/2026-11-27-architecture-measurements.md).
     fn batch_neurons(&self) -> Option<usize> {
         Some(32_768)
     }
     /// The host already is this backend's processor: batches of 8 rows gain
-    /// nothing from shared GEMMs (2 cores, 256x2 prop_3_0.03: the search's
-    /// α/β phase took 3.4 s batched against 2.0 s row by row).
+    /// nothing from shared GEMMs (measured: bench/results/2026-11-27-architecture-measurements.md).
     fn offload_relaxed(&self) -> bool {
         false
     }

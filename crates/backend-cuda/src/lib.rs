@@ -353,10 +353,9 @@ pub fn test_backend() -> Option<CudaBackend> {
 
 /// Serialises a process's GPU tests. A test that opened or closed its
 /// context or streams while another test recorded a CUDA graph made the
-/// recording fail, and errors reached both tests (on the H100: 2–13 of 63
-/// conformance tests failed per parallel run, none one at a time or with no
-/// graphs). The CLI records graphs only while one stream is live
-/// (`Device::shares_context`).
+/// recording fail, and errors reached both tests (measured:
+/// bench/results/2026-11-27-architecture-measurements.md). The CLI records
+/// graphs only while one stream is live (`Device::shares_context`).
 struct TestLock;
 
 static TEST_BUSY: (Mutex<bool>, std::sync::Condvar) = (Mutex::new(false), std::sync::Condvar::new());

@@ -17,13 +17,9 @@ impl RuntimeOps for CudaBackend {
         self.budget.unwrap_or_else(|| self.dev.free_memory() / 3)
     }
 
-    /// Four: a ReLU search's rounds are host work for the most part (with 4
-    /// workers the GPU was busy 28% of the time on an H100), so other
-    /// workers' rounds run in one's gaps. On an H100 with 16 cores, 60 s of
-    /// resnet_4b prop_8 proved 25,369 / 31,712 / 29,918 leaves with 4 / 8 /
-    /// 12 workers, but with 8, 256x4 prop_7_0.03 timed out at 300 s after
-    /// 790,568 leaves, where 4 (an older build) had proved it in 291 s with
-    /// 541,683: the search's tree grew (one run each).
+    /// Four: a ReLU search's rounds are host work for the most part, so
+    /// other workers' rounds run in one's gaps; more workers grew the
+    /// search's tree (measured: bench/results/2026-11-27-architecture-measurements.md).
     fn search_workers(&self) -> usize {
         4
     }
