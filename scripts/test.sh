@@ -2,7 +2,7 @@
 # Installs what the tests need (m4 for rug's GMP build; numpy, onnx and
 # onnxruntime for the boundary hunt) and runs them all:
 # the self-contained workspace tests, then the benchmark tests that read
-# ../shared (they skip themselves when it is absent).
+# ../shared (ignored, and reported so, where it was absent at build time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v m4 >/dev/null 2>&1; then
