@@ -31,7 +31,10 @@ where
         let o = Options { arith, ..Options::default() };
         let a = Analyzer::<_, T>::new(&net, &cpu, o.clone()).unwrap();
         let b = Analyzer::<_, T>::new(&net, gpu, o).unwrap();
-        let (ba, bb) = (a.node_bounds(&input).unwrap(), b.node_bounds(&input).unwrap());
+        let (ba, bb) = (
+            a.node_bounds(&input, polycert_deeppoly::base::budget::Budget::UNLIMITED).unwrap(),
+            b.node_bounds(&input, polycert_deeppoly::base::budget::Budget::UNLIMITED).unwrap(),
+        );
         for (n, ((la, ha), (lb, hb))) in ba.iter().zip(&bb).enumerate() {
             for j in 0..la.len() {
                 let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs()));

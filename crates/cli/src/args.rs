@@ -188,7 +188,7 @@ impl AnalysisArgs {
         }
     }
 
-    pub fn budget(&self) -> Option<usize> {
+    pub fn memory_budget(&self) -> Option<usize> {
         self.memory_mb.map(|m| m << 20)
     }
 

@@ -97,6 +97,13 @@ impl Record {
                 format!("margin {:+.5} after a search of {} leaves; {analysis}", s.best_bound, s.leaves_proved)
             }
             ("verified", None, ..) => format!("margin {lb:+.5}"),
+            (_, Some(s), ..) if s.leaf_limit.is_some() => format!(
+                "search stopped at its limit of {} leaves (no --timeout): {} proved, {} open, bound {:+.5}; {analysis}",
+                s.leaf_limit.unwrap_or_default(),
+                s.leaves_proved,
+                s.leaves_open,
+                s.best_bound
+            ),
             (_, Some(s), ..) => format!(
                 "search: {} leaves proved, {} open, bound {:+.5}; {analysis}",
                 s.leaves_proved, s.leaves_open, s.best_bound
@@ -208,5 +215,16 @@ mod tests {
             "unsat 2  sat 1  timeout 1  error 1  (of 5)\nsolved: 3, median 4.0000s, total 15.00s\n"
         );
         assert_eq!(vnn_summary(&[("timeout", 300.0)]), "timeout 1  (of 1)\nsolved: none\n");
+    }
+
+    #[test]
+    fn a_leaf_limit_is_named() {
+        let mut r = Record::error("m", "p", String::new());
+        (r.error, r.result) = (None, "unknown".into());
+        let stats = polycert_deeppoly::base::property::SearchStats { leaves_open: 3, ..Default::default() };
+        r.search = Some(stats);
+        assert!(r.detail().starts_with("search: 0 leaves proved, 3 open"), "{}", r.detail());
+        r.search = Some(polycert_deeppoly::base::property::SearchStats { leaf_limit: Some(1024), ..stats });
+        assert!(r.detail().starts_with("search stopped at its limit of 1024 leaves (no --timeout)"), "{}", r.detail());
     }
 }

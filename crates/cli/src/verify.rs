@@ -147,7 +147,7 @@ fn check(a: &VerifyArgs) -> Result<()> {
 pub fn run(a: VerifyArgs) -> Result<bool> {
     check(&a)?;
     a.analysis.start_threads()?;
-    let engine = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
+    let engine = engine::open_backend(a.analysis.backend, a.analysis.memory_budget())?;
     let (imported, model_name) = match a.model_path() {
         Some(p) => (model::load(p)?, p.display().to_string()),
         None => (model::embedded()?, "embedded:digits_mlp".to_string()),

@@ -241,7 +241,7 @@ impl Runner<'_> {
 
 pub fn run(a: VnncompArgs) -> Result<bool> {
     a.analysis.start_threads()?;
-    let backend = engine::open_backend(a.analysis.backend, a.analysis.budget())?;
+    let backend = engine::open_backend(a.analysis.backend, a.analysis.memory_budget())?;
     let instances = read_instances(&a.instances)?;
     let base = a.instances.parent().unwrap_or(Path::new(".")).to_path_buf();
     let category = a.category.clone().unwrap_or_else(|| {

@@ -12,6 +12,7 @@ use crate::attack::check::falsify_centre;
 use crate::attack::pgd::{Start, Target};
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
+use crate::base::budget::Budget;
 use crate::base::property::{Counterexample, Outcome, Property, SubProblem, Verdict};
 use crate::gpupoly::passes::SlotResult;
 use polycert_interval::Fp;
@@ -85,7 +86,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// outcome went to `each`; per-property errors (bad dimensions) go there.
     fn run_batch(&self, props: &[&Property], each: &mut Each<'_>) -> Result<(), AnalysisError> {
         let start = Instant::now();
-        let deadline = self.opts.timeout.map(|t| start + t);
+        let budget = Budget::within(self.opts.timeout.map(|t| start + t));
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
         // Per property, its sub-problems' range in `sps` (or its error).
         let mut sps: Vec<&SubProblem> = Vec::new();
@@ -98,7 +99,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Ok(first..sps.len())
             })
             .collect();
-        let (hits, work, results) = self.first_pass(&sps, &ranges, deadline);
+        let (hits, work, results) = self.first_pass(&sps, &ranges, budget);
         let results = match results {
             Err(AnalysisError::Timeout) if props.len() == 1 => {
                 let first = ranges[0].as_ref().ok().and_then(|r| hits.get(r.start).cloned().flatten());
@@ -113,7 +114,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let analysed: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
         let late = {
             let _p = crate::base::profile::span("attack_after");
-            self.attack_after(&plans, &analysed, &results, deadline)
+            self.attack_after(&plans, &analysed, &results, budget)
         };
         let shared = start.elapsed().as_secs_f64() / props.len().max(1) as f64;
         let outcome = |Plan { slots, stop }: Plan, hit| {
@@ -138,18 +139,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         sps: &[&SubProblem],
         ranges: &[Result<Range<usize>, AnalysisError>],
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> FirstPass {
         if self.opts.attack_first && self.opts.attack_steps > 0 {
             let hits = {
                 let _p = crate::base::profile::span("attack_before");
-                self.attack_before(sps, deadline)
+                self.attack_before(sps, budget)
             };
             // A property's sub-problems after its first hit are not analysed.
             let work: Vec<usize> =
                 ranges.iter().flatten().flat_map(|r| r.clone().take_while(|&k| hits[k].is_none())).collect();
             let todo: Vec<&SubProblem> = work.iter().map(|&k| sps[k]).collect();
-            (hits, work, self.analyze_subproblems(&todo, deadline))
+            (hits, work, self.analyze_subproblems(&todo, budget))
         } else {
             // The box centres are checked on the host while the backend analyses.
             let net = self.net;
@@ -158,7 +159,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     let _p = crate::base::profile::span("centres");
                     sps.par_iter().map(|sp| falsify_centre(net, sp)).collect::<Vec<_>>()
                 });
-                let results = self.analyze_subproblems(sps, deadline);
+                let results = self.analyze_subproblems(sps, budget);
                 (centres.join(), results)
             });
             let hits = self.confirmed(sps, centres.unwrap_or_else(|_| vec![None; sps.len()]));
@@ -179,11 +180,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) {
         let start = Instant::now();
         let spent = std::time::Duration::from_secs_f64(o.seconds);
-        let deadline = self.opts.timeout.map(|t| start + t.saturating_sub(spent));
+        let budget = Budget::within(self.opts.timeout.map(|t| start + t.saturating_sub(spent)));
         let mut stats = crate::base::property::SearchStats::default();
         let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
         for &s in slots.iter().filter(|&&s| !results[s].proved) {
-            match self.search(work[s], &results[s].lower, deadline, &mut stats) {
+            match self.search(work[s], &results[s].lower, budget, &mut stats) {
                 Ok(crate::bab::search::Search::Proved) => {}
                 Ok(crate::bab::search::Search::Falsified(c)) => {
                     verdict = Verdict::Falsified(c);
@@ -217,7 +218,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// Counterexamples found before the analysis (`attack_first`), one entry
     /// per sub-problem: the box centre in float32, then PGD on every disjunct.
-    pub(crate) fn attack_before(&self, sps: &[&SubProblem], deadline: Option<Instant>) -> Vec<Option<Counterexample>> {
+    pub(crate) fn attack_before(&self, sps: &[&SubProblem], budget: Budget) -> Vec<Option<Counterexample>> {
         let centres = sps.par_iter().map(|sp| falsify_centre(self.net, sp)).collect();
         let mut hits = self.confirmed(sps, centres);
         let targets: Vec<Target<'_>> = (0..sps.len())
@@ -225,7 +226,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .flat_map(|g| (0..sps[g].unsafe_region.len()).map(move |d| (g, d)))
             .map(|(group, disjunct)| Target { sp: sps[group], disjunct, group, start: Start::Centre })
             .collect();
-        let found = self.attack_or_nothing(&targets, sps.len(), deadline);
+        let found = self.attack_or_nothing(&targets, sps.len(), budget);
         for (h, f) in hits.iter_mut().zip(found) {
             if h.is_none() {
                 *h = f;
@@ -237,13 +238,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// The batched attack; a backend failure in it (out of memory) finds
     /// nothing rather than failing the batch: the verdicts stay sound,
     /// counterexamples are only missed.
-    fn attack_or_nothing(
-        &self,
-        targets: &[Target<'_>],
-        groups: usize,
-        deadline: Option<Instant>,
-    ) -> Vec<Option<Counterexample>> {
-        self.attack_batch(targets, groups, self.opts.attack_steps, deadline).unwrap_or_else(|_| vec![None; groups])
+    fn attack_or_nothing(&self, targets: &[Target<'_>], groups: usize, budget: Budget) -> Vec<Option<Counterexample>> {
+        self.attack_batch(targets, groups, self.opts.attack_steps, budget).unwrap_or_else(|_| vec![None; groups])
     }
 
     /// After the analysis: PGD on the first unproved sub-problem of each
@@ -253,7 +249,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         plans: &[Result<Plan, AnalysisError>],
         work: &[&SubProblem],
         results: &[SlotResult],
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Vec<Option<Counterexample>> {
         if self.opts.attack_first || self.opts.attack_steps == 0 {
             return vec![None; plans.len()];
@@ -270,7 +266,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 }
             }
         }
-        self.attack_or_nothing(&targets, plans.len(), deadline)
+        self.attack_or_nothing(&targets, plans.len(), budget)
     }
 }
 

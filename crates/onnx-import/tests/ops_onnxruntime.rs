@@ -30,7 +30,7 @@ fn output_bounds(m: &Imported, lo: &[f64], hi: &[f64], arith: Arith) -> (Vec<f64
     let opts = Options { arith, ..Options::default() };
     let an = Analyzer::<_, f64>::new(&m.network, &be, opts).unwrap();
     let input = InputBox::new(m.to_ir_input(lo), m.to_ir_input(hi)).unwrap();
-    let mut b = an.node_bounds(&input).unwrap();
+    let mut b = an.node_bounds(&input, polycert_deeppoly::base::budget::Budget::UNLIMITED).unwrap();
     b.swap_remove(m.network.output())
 }
 

@@ -200,7 +200,7 @@ fn hunt_case(be: &CpuBackend, case: &Case, steps: usize, shrink: f64, rep: &mut 
     let (net, arith) = (case.net, case.arith);
     let a =
         Analyzer::<_, f64>::new(net, be, Options { arith, attack_steps: 0, ..Options::default() }).expect("prepare");
-    let Ok(mut bounds) = a.node_bounds(case.input) else { return };
+    let Ok(mut bounds) = a.node_bounds(case.input, polycert_deeppoly::base::budget::Budget::UNLIMITED) else { return };
     let (mut lo, mut hi) = bounds.swap_remove(net.output());
     for (l, h) in lo.iter_mut().zip(hi.iter_mut()) {
         let w = *h - *l;

@@ -25,6 +25,7 @@ use crate::attack::pgd::{Start, Target};
 use crate::base::analyzer::Analyzer;
 use crate::base::backend::Backend;
 use crate::base::bounds::NodeBounds;
+use crate::base::budget::Budget;
 use crate::base::property::{Counterexample, SubProblem};
 use crate::base::relax::Slopes;
 use crate::crown::lagrange::{SlotBounds, SplitConstraint};
@@ -74,12 +75,7 @@ impl Share {
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// A confirmed counterexample at an open input leaf: its centre, else
     /// PGD on its weakest disjunct (all open leaves of the round in one batch).
-    pub(crate) fn falsify_leaves(
-        &self,
-        sps: &[&SubProblem],
-        lbs: &[&[f64]],
-        deadline: Option<Instant>,
-    ) -> Option<Counterexample> {
+    pub(crate) fn falsify_leaves(&self, sps: &[&SubProblem], lbs: &[&[f64]], budget: Budget) -> Option<Counterexample> {
         for sp in sps {
             if let Some(c) = falsify_centre(self.net, sp).filter(|c| self.confirm(sp, &c.input)) {
                 return Some(c);
@@ -98,7 +94,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 })
             })
             .collect();
-        let hits = self.attack_batch(&targets, sps.len(), self.opts.attack_steps, deadline).ok()?;
+        let hits = self.attack_batch(&targets, sps.len(), self.opts.attack_steps, budget).ok()?;
         hits.into_iter().flatten().next()
     }
 
@@ -109,7 +105,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         sp: &SubProblem,
         (share, seed): (&mut Share, &mut u32),
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Option<Counterexample> {
         if self.opts.attack_steps == 0 || sp.unsafe_region.is_empty() || !share.allows() {
             return None;
@@ -124,7 +120,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 targets.push(Target { sp, disjunct: d, group: 0, start: Start::Random(*seed) });
             }
         }
-        let hits = self.attack_scheduled(&targets, 1, Schedule::Fine(RESTART_STEPS), deadline).ok();
+        let hits = self.attack_scheduled(&targets, 1, Schedule::Fine(RESTART_STEPS), budget).ok();
         share.spent += t0.elapsed();
         hits?.into_iter().flatten().next()
     }
@@ -143,7 +139,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         views: &[LeafView<'_, T>],
         share: &mut Share,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Option<Counterexample> {
         use rayon::prelude::*;
         if self.opts.attack_steps == 0 || views.is_empty() || !share.allows() {
@@ -163,7 +159,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .enumerate()
             .map(|(g, (i, d, x))| Target { sp: views[*i].sp, disjunct: *d, group: g, start: Start::At(x) })
             .collect();
-        let hits = self.attack_batch(&targets, targets.len(), self.opts.attack_steps, deadline).ok();
+        let hits = self.attack_batch(&targets, targets.len(), self.opts.attack_steps, budget).ok();
         share.spent += t0.elapsed();
         hits?.into_iter().flatten().next()
     }

@@ -8,12 +8,12 @@
 use crate::attack::check::{Schedule, check_f32, hinge_seed, worst_halfspace};
 use crate::base::analyzer::{Analyzer, Params};
 use crate::base::backend::{BResult, Backend, Pointwise};
+use crate::base::budget::Budget;
 use crate::base::ir::{NodeId, Op};
 use crate::base::property::{Counterexample, SubProblem};
 use crate::base::recorded::StepGraph;
 use polycert_interval::{Fp, fp};
 use rayon::prelude::*;
-use std::time::Instant;
 
 /// One attack run: a sub-problem, one disjunct of its unsafe region, and
 /// the group (property) a hit decides.
@@ -62,9 +62,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         targets: &[Target<'_>],
         groups: usize,
         steps: usize,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> BResult<Vec<Option<Counterexample>>> {
-        self.attack_scheduled(targets, groups, Schedule::Coarse(steps), deadline)
+        self.attack_scheduled(targets, groups, Schedule::Coarse(steps), budget)
     }
 
     /// [`Self::attack_batch`] with a given step schedule.
@@ -73,7 +73,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         targets: &[Target<'_>],
         groups: usize,
         schedule: Schedule,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> BResult<Vec<Option<Counterexample>>> {
         let steps = schedule.steps();
         let mut hits: Vec<Option<Counterexample>> = vec![None; groups];
@@ -81,14 +81,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok(hits);
         }
         let per_point: usize = self.net.nodes().iter().map(|n| n.shape.numel()).sum::<usize>() * 3 * size_of::<T>();
-        let chunk = (self.budget() / 4 / per_point.max(1)).clamp(1, MAX_POINTS);
+        let chunk = (self.memory_budget() / 4 / per_point.max(1)).clamp(1, MAX_POINTS);
         let mut at = 0;
         while at < targets.len() {
             let todo: Vec<Target<'_>> =
                 targets[at..].iter().filter(|t| hits[t.group].is_none()).take(chunk).copied().collect();
             at = targets.len().min(at + chunk);
             if !todo.is_empty() {
-                self.attack_chunk(&todo, schedule, deadline, &mut hits)?;
+                self.attack_chunk(&todo, schedule, budget, &mut hits)?;
             }
         }
         Ok(hits)
@@ -98,7 +98,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         pts: &[Target<'_>],
         schedule: Schedule,
-        deadline: Option<Instant>,
+        budget: Budget,
         hits: &mut [Option<Counterexample>],
     ) -> BResult<()> {
         let be = self.backend;
@@ -131,7 +131,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         drop(setup);
         if steps > 2
             && self.recordable(pts)
-            && self.attack_replayed(pts, steps, deadline, (hits, &mut active), [&lo, &hi, &x0], &alphas)?
+            && self.attack_replayed(pts, steps, budget, (hits, &mut active), [&lo, &hi, &x0], &alphas)?
         {
             return Ok(());
         }
@@ -146,7 +146,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             let y = be.download(self.value(&v, &x, self.net.output()))?;
             let seeds = self.check_step(pts, (s, steps), &y, &mut active, hits, || be.download(&x))?;
-            let late = deadline.is_some_and(|d| Instant::now() >= d);
+            let late = budget.expired();
             if s == steps || late || !active.iter().any(|&a| a) {
                 break;
             }
@@ -166,7 +166,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         pts: &[Target<'_>],
         steps: usize,
-        deadline: Option<Instant>,
+        budget: Budget,
         (hits, active): (&mut [Option<Counterexample>], &mut [bool]),
         [lo, hi, x0]: [&[T]; 3],
         alphas: &[T],
@@ -219,7 +219,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             let x_prev = &gr.x_prev;
             self.check_step(pts, (s, steps), &y, active, hits, || be.download(x_prev))?;
-            let late = deadline.is_some_and(|d| Instant::now() >= d);
+            let late = budget.expired();
             if late || !active.iter().any(|&a| a) {
                 break;
             }

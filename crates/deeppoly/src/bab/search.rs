@@ -24,6 +24,7 @@ use crate::bab::workers::Round;
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::{Arith, Backend};
 use crate::base::bounds::NodeBounds;
+use crate::base::budget::Budget;
 use crate::base::ir::Op;
 use crate::base::options::Stabilize;
 use crate::base::property::{Counterexample, SearchStats, SubProblem, closed_margin, unproved_disjuncts, weakest};
@@ -33,13 +34,12 @@ use crate::crown::lagrange::SplitConstraint;
 use crate::gpupoly::passes::{LayerGate, SlotResult};
 use polycert_interval::Fp;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// How a search ended.
 pub(crate) enum Search {
     Proved,
     Falsified(Counterexample),
-    /// The deadline (`timed_out`) or the leaf budget ran out, or a leaf
+    /// The deadline (`timed_out`) or the leaf limit ran out, or a leaf
     /// cannot be split.
     Open {
         timed_out: bool,
@@ -138,15 +138,29 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
     }
 
-    /// Splits sub-problem `sp` until it is proved, falsified, or the deadline
-    /// (with a timeout) or the leaf budget (without) is reached. `lbs`: the
+    /// `budget` as a search of kind `how` spends it: a search with neither
+    /// a deadline nor a leaf limit of its own stops at `Options::max_leaves`
+    /// (input splitting) or `Options::max_relu_leaves` (ReLU splitting)
+    /// leaves, and says so in its [`SearchStats::leaf_limit`].
+    pub(crate) fn leaf_limited(&self, budget: Budget, how: Branching) -> Budget {
+        if budget.deadline().is_some() || budget.leaves().is_some() {
+            return budget;
+        }
+        budget.with_leaves(match how {
+            Branching::Inputs => self.opts.max_leaves,
+            Branching::Relus => self.opts.max_relu_leaves,
+        })
+    }
+
+    /// Splits sub-problem `sp` until it is proved, falsified, or `budget`
+    /// runs out (see [`Analyzer::leaf_limited`]). `lbs`: the
     /// lower bounds of its half-spaces from the analysis before the search
     /// (empty: none), which its roots report until they are analysed.
     pub(crate) fn search(
         &self,
         sp: &SubProblem,
         lbs: &[f64],
-        deadline: Option<Instant>,
+        budget: Budget,
         stats: &mut SearchStats,
     ) -> Result<Search, AnalysisError> {
         let root_bound = weakest(&sp.unsafe_region, lbs);
@@ -160,8 +174,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             _ if how != Branching::Relus || self.opts.optimize_intermediate => false,
             Stabilize::Off => false,
             Stabilize::On => true,
-            Stabilize::Auto => match deadline {
-                Some(d) if self.stages_stabilization() => match self.quick_rung(sp, lbs, d, stats)? {
+            Stabilize::Auto => match budget.deadline() {
+                Some(_) if self.stages_stabilization() => match self.quick_rung(sp, lbs, budget, stats)? {
                     Rung::Decided(r) => return Ok(r),
                     Rung::Stabilize(s) => {
                         start = s;
@@ -175,10 +189,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // inherits them.
         let prior = match how {
             Branching::Relus if self.opts.optimize_intermediate => {
-                Some(self.root_prior(&sp.input, deadline).map(|(b, s)| (b, Some(Arc::new(s)))))
+                Some(self.root_prior(&sp.input, budget).map(|(b, s)| (b, Some(Arc::new(s)))))
             }
             Branching::Relus if stabilize => {
-                Some(self.stable_prior(&sp.input, deadline, start.as_deref()).map(|b| (b, None)))
+                Some(self.stable_prior(&sp.input, budget, start.as_deref()).map(|b| (b, None)))
             }
             _ => None,
         };
@@ -191,7 +205,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             r => r?.map_or((None, None), |(b, s)| (Some(Arc::new(b)), s)),
         };
-        self.search_from((sp, lbs), (prior, inter), deadline, stats, &mut RootTally::default())
+        self.search_from((sp, lbs), (prior, inter), budget, stats, &mut RootTally::default())
     }
 
     /// [`Analyzer::search`] of `sp` (its half-spaces' bounds `lbs`, as
@@ -202,7 +216,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         (sp, lbs): (&SubProblem, &[f64]),
         (prior, inter): (Option<Arc<NodeBounds<T>>>, Option<Arc<LayerSlopes>>),
-        deadline: Option<Instant>,
+        budget: Budget,
         stats: &mut SearchStats,
         tally: &mut RootTally,
     ) -> Result<Search, AnalysisError> {
@@ -216,10 +230,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Branching::Inputs => "input",
             Branching::Relus => "ReLU",
         };
-        let budget = match how {
-            Branching::Inputs => self.opts.max_leaves,
-            Branching::Relus => self.opts.max_relu_leaves,
-        };
+        let budget = self.leaf_limited(budget, how);
         // The root is analysed again, for its node bounds. A ReLU search
         // takes each disjunct as its own root: its rows then get their own
         // slopes, and their searches split different ReLUs.
@@ -243,7 +254,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .enumerate()
             .map(|(k, (r, weakest))| Leaf { prior: prior.clone(), inter: inter.clone(), weakest, ..Leaf::root(r, k) })
             .collect();
-        let plan = crate::bab::workers::Plan { sp, how, cap, budget, deadline };
+        let plan = crate::bab::workers::Plan { sp, how, cap, budget };
         self.run_workers(&plan, open, stats, tally)
     }
 
@@ -256,12 +267,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         plan: &crate::bab::workers::Plan<'_>,
         proofs_only: bool,
     ) -> Result<Round<T>, AnalysisError> {
-        let (how, deadline) = (plan.how, plan.deadline);
+        let (how, budget) = (plan.how, plan.budget);
         let refs: Vec<&SubProblem> = leaves.iter().map(|l| &*l.sp).collect();
         let clamped = clamped_priors(&leaves);
         let within = within_of(&leaves, &clamped);
         let (res, bounds, mut duals) =
-            self.analyze_within(&refs, &within, w.gate.as_ref().map(|g| g as &dyn LayerGate), deadline)?;
+            self.analyze_within(&refs, &within, w.gate.as_ref().map(|g| g as &dyn LayerGate), budget)?;
         let keep = w.picks.keep(&leaves, &res);
         let todo: Vec<usize> = (0..leaves.len()).filter(|&i| keep[i] && !res[i].proved).collect();
         let mut round = settled(&leaves, &keep, &res, &refs);
@@ -275,8 +286,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // ReLU leaves share their box: their centre and PGD are the root's.
         if how == Branching::Inputs
             && let Some(c) = self
-                .falsify_leaves(&sps, &lbs, deadline)
-                .or_else(|| self.restart_root(plan.sp, (&mut w.restarts.0, &mut w.restarts.1), deadline))
+                .falsify_leaves(&sps, &lbs, budget)
+                .or_else(|| self.restart_root(plan.sp, (&mut w.restarts.0, &mut w.restarts.1), budget))
         {
             round.falsified = Some(c);
             return Ok(round);
@@ -311,7 +322,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         })
                     })
                     .collect();
-                let found = if proofs_only { None } else { self.attack_corners(&views, &mut w.share, deadline) };
+                let found = if proofs_only { None } else { self.attack_corners(&views, &mut w.share, budget) };
                 match found {
                     Some(c) => Err(c),
                     None => {

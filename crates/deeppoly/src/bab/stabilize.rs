@@ -19,6 +19,7 @@ use crate::bab::search::{Branching, RootTally, Search};
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
 use crate::base::bounds::{LoHi, NodeBounds};
+use crate::base::budget::Budget;
 use crate::base::ir::Op;
 use crate::base::property::SearchStats;
 use crate::base::property::{Halfspace, InputBox, SubProblem};
@@ -62,54 +63,53 @@ type End = (usize, f64, f64);
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// `Stabilize::Auto`'s stages before its last stabilisation, within
-    /// [`QUICK_RUNG`] of the time to `deadline`: a plain search on a tenth
-    /// of it, then (where that rung ends before `deadline`) a stabilisation
+    /// [`QUICK_RUNG`] of `budget`'s time: a plain search on a tenth
+    /// of it, then (where that rung ends before `budget`'s) a stabilisation
     /// and a search within the rung. A sub-problem they decide is answered;
     /// else the last stabilisation starts from the rung's bounds, if any.
     pub(crate) fn quick_rung(
         &self,
         sp: &SubProblem,
         lbs: &[f64],
-        deadline: Instant,
+        budget: Budget,
         stats: &mut SearchStats,
     ) -> Result<Rung<T>, AnalysisError> {
-        let now = Instant::now();
-        let quick = now + deadline.saturating_duration_since(now).min(QUICK_RUNG);
-        let plain = now + quick.saturating_duration_since(now).mul_f64(PLAIN_SHARE);
-        if let Some(r) = self.stage((sp, lbs), None, plain, deadline, stats)? {
+        let quick = budget.capped(QUICK_RUNG);
+        let plain = quick.share(PLAIN_SHARE);
+        if let Some(r) = self.stage((sp, lbs), None, plain, budget, stats)? {
             return Ok(Rung::Decided(r));
         }
-        if quick >= deadline {
+        if quick.deadline() >= budget.deadline() {
             return Ok(Rung::Stabilize(None));
         }
-        let start = match self.stable_prior(&sp.input, Some(quick), None) {
+        let start = match self.stable_prior(&sp.input, quick, None) {
             Ok(b) => Arc::new(b),
             // Out of the rung's time: the last stabilisation starts afresh.
             Err(AnalysisError::Timeout) => return Ok(Rung::Stabilize(None)),
             Err(e) => return Err(e),
         };
-        if let Some(r) = self.stage((sp, lbs), Some(start.clone()), quick, deadline, stats)? {
+        if let Some(r) = self.stage((sp, lbs), Some(start.clone()), quick, budget, stats)? {
             return Ok(Rung::Decided(r));
         }
         Ok(Rung::Stabilize(Some(start)))
     }
 
-    /// A search from the roots' bounds `prior` until `until`: its answer,
-    /// unless it left the sub-problem open with time to `deadline` to spare.
+    /// A search from the roots' bounds `prior` within `until`: its answer,
+    /// unless it left the sub-problem open with time in `budget` to spare.
     /// Its leaves proved count in `stats`.
     fn stage(
         &self,
         root: (&SubProblem, &[f64]),
         prior: Option<Arc<NodeBounds<T>>>,
-        until: Instant,
-        deadline: Instant,
+        until: Budget,
+        budget: Budget,
         stats: &mut SearchStats,
     ) -> Result<Option<Search>, AnalysisError> {
         let mut first = SearchStats::default();
-        let r = self.search_from(root, (prior, None), Some(until), &mut first, &mut RootTally::default())?;
+        let r = self.search_from(root, (prior, None), until, &mut first, &mut RootTally::default())?;
         stats.branching = first.branching;
         stats.leaves_proved += first.leaves_proved;
-        if matches!(r, Search::Open { .. }) && Instant::now() < deadline {
+        if matches!(r, Search::Open { .. }) && !budget.expired() {
             return Ok(None);
         }
         stats.leaves_open += first.leaves_open;
@@ -127,29 +127,27 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// A ReLU search root's node bounds: both passes' (within `start`, bounds
     /// that hold over the box), with the unstable ReLU inputs proved stable
     /// clamped at 0, layer by layer (see the module's notes), within
-    /// `SHARE` of the time to `deadline`.
+    /// `SHARE` of `budget`'s time.
     pub(crate) fn stable_prior(
         &self,
         input: &InputBox,
-        deadline: Option<Instant>,
+        budget: Budget,
         start: Option<&NodeBounds<T>>,
     ) -> Result<NodeBounds<T>, AnalysisError> {
         let _p = crate::base::profile::span("stabilize");
-        let now = Instant::now();
-        let stage = deadline.map(|d| now + d.saturating_duration_since(now).mul_f64(SHARE));
-        let mut st = self.refined_root(input, start, deadline)?;
+        let stage = budget.share(SHARE);
+        let mut st = self.refined_root(input, start, budget)?;
         let live = crate::base::progress::Progress::stabilizing(self.opts.progress.as_deref());
         let nodes = self.net.nodes();
         let last = nodes.len() - 1;
         // The first ReLU's input is affine in the box: its bounds are tight.
         let relus: Vec<usize> = (0..nodes.len()).filter(|&r| nodes[r].op == Op::Relu).skip(1).collect();
         for (k, &r) in relus.iter().enumerate() {
-            let now = Instant::now();
-            if stage.is_some_and(|s| now >= s) || st.empty[0] {
+            if stage.expired() || st.empty[0] {
                 break;
             }
             // Each layer gets an equal share of the time left.
-            let until = stage.map(|s| now + s.saturating_duration_since(now) / (relus.len() - k) as u32);
+            let until = stage.share(1.0 / (relus.len() - k) as f64);
             let p = nodes[r].inputs[0];
             let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
             let unstable: Vec<usize> = (0..lo.len()).filter(|&i| crate::base::relax::unstable(lo[i], hi[i])).collect();
@@ -191,20 +189,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             b.dev = None;
             self.forward_range(&mut st, p, last)?;
             if self.opts.refine {
-                self.refine_all(&mut st, &[0], &[Some(p)], &[], None, deadline)?;
+                self.refine_all(&mut st, &[0], &[Some(p)], &[], None, budget)?;
             }
         }
         Ok(st.into_bounds())
     }
 
     /// [`Analyzer::node_bounds`] stabilised as a ReLU search's root is (see
-    /// the module's notes), within `Options::timeout`.
+    /// the module's notes), within `budget`.
     pub fn stabilized_node_bounds(
         &self,
         input: &InputBox,
+        budget: Budget,
     ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
-        let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        Ok(crate::base::bounds::bounds_f64(self.stable_prior(input, deadline, None)?))
+        Ok(crate::base::bounds::bounds_f64(self.stable_prior(input, budget, None)?))
     }
 
     /// The ends of node `p`'s `unstable` values that a search proves, each
@@ -215,7 +213,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         st: &RunState<T, B::Buf>,
         input: &InputBox,
         (p, unstable): (usize, &[usize]),
-        (stage, until): (Option<Instant>, Option<Instant>),
+        (stage, until): (Budget, Budget),
     ) -> Result<(Vec<End>, usize), AnalysisError> {
         if unstable.len() > MAX_UNSTABLE {
             return Ok((Vec::new(), 0));
@@ -224,8 +222,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let net = self.net.prefix(p);
         let opts = crate::base::options::Options {
             timeout: None,
-            // Within a time share the roots' limits bound the leaves.
-            max_relu_leaves: if until.is_some() { usize::MAX } else { END_LEAVES * unstable.len() },
             optimize_intermediate: false,
             stabilize: crate::base::options::Stabilize::Off,
             progress: None,
@@ -256,6 +252,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         };
         let ends: Vec<End> = unstable.iter().flat_map(|&i| [(i, 1.0, 0.0), (i, -1.0, 0.0)]).collect();
         let (todo, reached) = attack(&ends);
+        // Within a time share the roots' limits bound the leaves.
+        let until = if until.deadline().is_some() { until } else { until.with_leaves(END_LEAVES * unstable.len()) };
         let mut proved = cut.prove_ends(input, &prior, todo, until, side)?;
         // An input that really changes sign: narrow its bound on that side
         // by halves, while the halves are proved.
@@ -271,7 +269,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .filter_map(|&(i, s, _)| half((i, s, (if s > 0.0 { lo[i] } else { hi[i] }).to_f64_exact())))
             .collect();
         for _ in 0..HALVINGS {
-            if level.is_empty() || until.is_some_and(|u| Instant::now() >= u) {
+            if level.is_empty() || until.expired() {
                 break;
             }
             let (todo, _) = attack(&level);
@@ -292,7 +290,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         input: &InputBox,
         prior: &Arc<NodeBounds<T>>,
         todo: Vec<End>,
-        until: Option<Instant>,
+        until: Budget,
         side: impl Fn(&End) -> Vec<Halfspace>,
     ) -> Result<Vec<End>, AnalysisError> {
         let mut proved = Vec::new();
@@ -307,7 +305,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             let done = tally.proved();
             proved.extend(todo.iter().zip(&done).filter(|e| *e.1).map(|e| *e.0));
-            let late = until.is_none_or(|u| Instant::now() >= u);
+            let late = until.deadline().is_none() || until.expired();
             if late || limit >= MAX_END_LEAVES {
                 break;
             }

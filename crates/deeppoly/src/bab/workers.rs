@@ -18,12 +18,12 @@ use crate::bab::search::{Branching, Leaf, RootTally, Search};
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::{Backend, BackendError};
 use crate::base::bounds::NodeBounds;
+use crate::base::budget::Budget;
 use crate::base::property::SearchStats;
 use crate::base::property::{Counterexample, SubProblem};
 use polycert_interval::Fp;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
 
 /// The fewest leaves a worker takes while more are open: a round's fixed
 /// costs (kernel launches and syncs per layer) make small rounds dear
@@ -37,9 +37,8 @@ pub(crate) struct Plan<'s> {
     pub how: Branching,
     /// Leaves per round.
     pub cap: usize,
-    /// Leaves analysed before a search without deadline stops.
-    pub budget: usize,
-    pub deadline: Option<Instant>,
+    /// Its deadline and leaf limit.
+    pub budget: Budget,
 }
 
 /// A worker's own steering state (heuristics only).
@@ -157,8 +156,11 @@ impl<'t, T> Shared<'t, '_, T> {
                 continue;
             }
             self.live.round(p.stats.leaves_proved, p.open.len() + p.stuck, p.weakest());
-            let late = plan.deadline.is_some_and(|d| Instant::now() >= d);
-            if late || (plan.deadline.is_none() && p.analysed >= plan.budget) {
+            let late = plan.budget.expired();
+            if late || plan.budget.out_of_leaves(p.analysed) {
+                if !late {
+                    p.stats.leaf_limit = plan.budget.leaves();
+                }
                 p.end = Some(Ok(Search::Open { timed_out: late }));
                 self.wake.notify_all();
                 return None;

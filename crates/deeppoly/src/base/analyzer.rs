@@ -6,7 +6,6 @@ use crate::base::ir::{Network, Op};
 use crate::base::options::Options;
 use crate::base::property::PropertyError;
 use polycert_interval::Fp;
-use std::time::Instant;
 
 /// The most sub-problems analysed together (`Options::batch`).
 pub const MAX_BATCH: usize = 1024;
@@ -146,7 +145,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self.opts
     }
 
-    pub(crate) fn budget(&self) -> usize {
+    pub(crate) fn memory_budget(&self) -> usize {
         self.opts.memory_budget.unwrap_or_else(|| self.backend.memory_budget())
     }
 
@@ -168,14 +167,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         if let Some(total) = self.backend.batch_neurons() {
             hint = hint.max((total / neurons.max(1)).min(SMALL_NET_BATCH));
         }
-        (self.budget() / 4 / per_slot).clamp(1, hint.clamp(1, MAX_BATCH))
-    }
-
-    pub(crate) fn check_deadline(deadline: Option<Instant>) -> Result<(), AnalysisError> {
-        match deadline {
-            Some(d) if Instant::now() >= d => Err(AnalysisError::Timeout),
-            _ => Ok(()),
-        }
+        (self.memory_budget() / 4 / per_slot).clamp(1, hint.clamp(1, MAX_BATCH))
     }
 
     pub(crate) fn upload_pair(&self, lo: &[T], hi: &[T]) -> BResult<(B::Buf, B::Buf)> {

@@ -296,11 +296,21 @@ pub struct SearchStats {
     /// Leaves that kept only their root's bounds for want of search memory
     /// (`Options::search_memory`).
     pub leaves_from_root: usize,
+    /// The leaf limit that ended the search, where one did (a search
+    /// without a deadline has one: [`crate::base::budget::Budget`]).
+    pub leaf_limit: Option<usize>,
 }
 
 impl Default for SearchStats {
     fn default() -> Self {
-        Self { branching: "", leaves_proved: 0, leaves_open: 0, best_bound: f64::INFINITY, leaves_from_root: 0 }
+        Self {
+            branching: "",
+            leaves_proved: 0,
+            leaves_open: 0,
+            best_bound: f64::INFINITY,
+            leaves_from_root: 0,
+            leaf_limit: None,
+        }
     }
 }
 

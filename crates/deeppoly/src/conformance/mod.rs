@@ -41,7 +41,7 @@ pub fn two_two_example<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let net = two_two();
     let a = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare");
     let input = InputBox::new(vec![0.0; 2], vec![0.5; 2]).expect("box");
-    let b = a.node_bounds(&input).expect("bounds");
+    let b = a.node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("bounds");
     let u = b[3].1[0];
     assert!((1.25..1.25 + 1e-5).contains(&u), "u(dense2[0]) = {u}");
     let prop = Property::robustness("2222", input, 0, 2).expect("prop");
@@ -65,7 +65,10 @@ pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith
     let o = Options { network_float: polycert_interval::FloatModel::EXACT, early_termination: false, ..opts(arith) };
     let a = Analyzer::<B, T>::new(&net, be, o.clone()).expect("prepare");
     let d = Analyzer::<B, T>::new(&dense, be, o).expect("prepare");
-    let (bs, bd) = (a.node_bounds(&input).expect("sparse"), d.node_bounds(&input).expect("dense"));
+    let (bs, bd) = (
+        a.node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("sparse"),
+        d.node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("dense"),
+    );
     let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-9 };
     for (i, (lo, hi)) in bs.iter().enumerate() {
         let (dl, dh) = &bd[map[i]];
@@ -138,7 +141,10 @@ pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
         };
         let n_in = net.input_shape().numel();
         let input = random_box(&mut rng, n_in, 0.05);
-        let b = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare").node_bounds(&input).expect("bounds");
+        let b = Analyzer::<B, T>::new(&net, be, opts(arith))
+            .expect("prepare")
+            .node_bounds(&input, crate::base::budget::Budget::UNLIMITED)
+            .expect("bounds");
         for t in 0..40 {
             let x: Vec<f64> = (0..n_in)
                 .map(|i| {
@@ -182,10 +188,14 @@ pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     net.push("big", crate::base::ir::Op::Dense { weight: vec![w, 1.0], bias: vec![0.0; 2], out: 2 }, &[0])
         .expect("valid");
     let a = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare");
-    let b = a.node_bounds(&InputBox::new(vec![1.0], vec![2.0]).expect("box")).expect("bounds");
+    let b = a
+        .node_bounds(&InputBox::new(vec![1.0], vec![2.0]).expect("box"), crate::base::budget::Budget::UNLIMITED)
+        .expect("bounds");
     assert_eq!((b[1].0[0], b[1].1[0]), (f64::NEG_INFINITY, f64::INFINITY), "{:?}", b[1]);
     assert!(b[1].0[1] <= 1.0 && b[1].1[1] >= 2.0 && b[1].1[1] < 2.001);
-    let ok = a.node_bounds(&InputBox::new(vec![0.5], vec![1.0]).expect("box")).expect("bounds");
+    let ok = a
+        .node_bounds(&InputBox::new(vec![0.5], vec![1.0]).expect("box"), crate::base::budget::Budget::UNLIMITED)
+        .expect("bounds");
     assert!(ok[1].1[0].is_finite(), "no overflow below 1.7e38: {:?}", ok[1]);
 }
 

@@ -37,7 +37,14 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     assert!(s.leaves_proved >= 2 && s.leaves_open == 0, "{s:?}");
     let capped = run(Options { max_leaves: 1, ..opts(Arith::Point) });
     assert_eq!(capped.verdict, Verdict::Unknown);
-    assert!(capped.search.expect("search ran").leaves_open >= 1);
+    let c = capped.search.expect("search ran");
+    assert!(c.leaves_open >= 1 && c.leaf_limit == Some(1), "{c:?}");
+    assert_eq!(s.leaf_limit, None, "a finished search names no limit");
+    // With a deadline, the leaf limit of a search without one does not apply.
+    let timed = Options { max_leaves: 1, timeout: Some(std::time::Duration::from_secs(60)), ..opts(Arith::Point) };
+    let t = run(timed);
+    assert_eq!(t.verdict, Verdict::Verified, "{:?}", t.search);
+    assert_eq!(t.search.expect("search ran").leaf_limit, None);
 }
 
 /// A batch hands each property's outcome on as soon as its search ends:
@@ -295,7 +302,8 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
     let mut inter: crate::base::relax::LayerSlopes = vec![[None, None]; net.nodes().len()];
     inter[q] = [Some(half.clone()), Some(half)];
     let mut st = a.forward_pass(&[&input, &input]).expect("forward");
-    a.refine_all(&mut st, &[0, 1], &[], &[Some(&inter), None], None, None).expect("refine");
+    a.refine_all(&mut st, &[0, 1], &[], &[Some(&inter), None], None, crate::base::budget::Budget::UNLIMITED)
+        .expect("refine");
     let (lo, hi) = (&st.bounds[q].lo, &st.bounds[q].hi);
     let f = |v: T| v.to_f64_exact();
     assert!((-1e-5..=0.0).contains(&f(lo[0])), "with the table: q ≥ {}", f(lo[0]));
@@ -331,7 +339,7 @@ pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
     let mut st = a.forward_pass(&[&input, &input]).expect("forward");
     let before = f(st.bounds[q].hi[1]);
     assert!(before > 0.6, "the forward pass alone: q ≤ {before}");
-    a.refine_all(&mut st, &[0, 1], &after, &[], Some(&closed), None).expect("refine");
+    a.refine_all(&mut st, &[0, 1], &after, &[], Some(&closed), crate::base::budget::Budget::UNLIMITED).expect("refine");
     let hi: Vec<f64> = st.bounds[q].hi.iter().map(|&v| f(v)).collect();
     assert!((0.5..=0.5 + 1e-5).contains(&hi[0]), "root refined: q ≤ {}", hi[0]);
     assert_eq!(hi[1], before, "gated leaf keeps its forward bound");
@@ -343,7 +351,7 @@ pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
         assert!(!closed.open(q));
     }
     let mut st = a.forward_pass(&[&input, &input]).expect("forward");
-    a.refine_all(&mut st, &[0, 1], &after, &[], Some(&closed), None).expect("refine");
+    a.refine_all(&mut st, &[0, 1], &after, &[], Some(&closed), crate::base::budget::Budget::UNLIMITED).expect("refine");
     let hi = f(st.bounds[q].hi[1]);
     assert!((0.5..=0.5 + 1e-5).contains(&hi), "probe: leaf refined, q ≤ {hi}");
     assert!(closed.open(q), "the probe's gain reopens the layer");

@@ -24,8 +24,8 @@ use polycert_interval::Fp;
 pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
     let (net, q) = clamp_net();
     let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
-    let plain = a.node_bounds(&input).expect("bounds");
-    let got = a.stabilized_node_bounds(&input).expect("stabilised bounds");
+    let plain = a.node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("bounds");
+    let got = a.stabilized_node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("stabilised bounds");
     let (l0, u0) = (plain[q].0[0], plain[q].1[0]);
     assert!((-8.26..=-8.25).contains(&l0) && u0 > 0.0, "DeepPoly's q_0: [{l0}, {u0}]");
     assert_eq!((got[q].0[0], got[q].1[0]), (0.0, u0), "q_0 is proved positive");
@@ -50,8 +50,9 @@ pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
 pub fn stabilize_continues_from_its_start<B: Backend<T>, T: Fp>(be: &B) {
     let (net, q) = clamp_net();
     let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
-    let start = a.stable_prior(&input, None, None).expect("first stabilisation");
-    let again = a.stable_prior(&input, None, Some(&start)).expect("second stabilisation");
+    let start = a.stable_prior(&input, crate::base::budget::Budget::UNLIMITED, None).expect("first stabilisation");
+    let again =
+        a.stable_prior(&input, crate::base::budget::Budget::UNLIMITED, Some(&start)).expect("second stabilisation");
     let (first, got) = (crate::base::bounds::bounds_f64(start), crate::base::bounds::bounds_f64(again));
     let l2 = first[q].0[2];
     assert!((-1.0938..=-8.75 / 8.0).contains(&l2), "the first stabilisation halves q_2's lower bound 3 times: {l2}");
@@ -82,8 +83,9 @@ pub fn stabilize_from_a_start_passes_spent_layers<B: Backend<T>, T: Fp>(be: &B) 
     let both = net.push("both", Concat, &[ra, rq]).expect("concat 2");
     net.push("y", Dense { weight: vec![0.0, 1.0, 1.0, 1.0], bias: vec![0.0], out: 1 }, &[both]).expect("y");
     let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
-    let first = a.stable_prior(&input, None, None).expect("first stabilisation");
-    let again = a.stable_prior(&input, None, Some(&first)).expect("second stabilisation");
+    let first = a.stable_prior(&input, crate::base::budget::Budget::UNLIMITED, None).expect("first stabilisation");
+    let again =
+        a.stable_prior(&input, crate::base::budget::Budget::UNLIMITED, Some(&first)).expect("second stabilisation");
     let (first, got) = (crate::base::bounds::bounds_f64(first), crate::base::bounds::bounds_f64(again));
     assert!(first[q].0[0] < -8.0, "the first stops at `a`: q_0 ≥ {}", first[q].0[0]);
     assert_eq!((first[half].0[0], first[half].1[0]), (got[half].0[0], got[half].1[0]), "a gives nothing");

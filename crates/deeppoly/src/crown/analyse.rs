@@ -7,6 +7,7 @@
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
 use crate::base::bounds::{LoHi, NodeBounds};
+use crate::base::budget::Budget;
 use crate::base::property::{InputBox, SubProblem};
 use crate::base::relax::{LayerSlopes, Slopes};
 use crate::crown::lagrange::SplitConstraint;
@@ -14,7 +15,6 @@ use crate::gpupoly::forward::RunState;
 use crate::gpupoly::passes::{LayerGate, SlotResult};
 use polycert_interval::Fp;
 use std::collections::HashMap;
-use std::time::Instant;
 
 /// The slots' results, the run state they came from, and the parameters
 /// their output rows were bounded with.
@@ -42,9 +42,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn analyze_subproblems(
         &self,
         sps: &[&SubProblem],
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<Vec<SlotResult>, AnalysisError> {
-        Ok(self.analyze_state(sps, &[], None, deadline)?.0)
+        Ok(self.analyze_state(sps, &[], None, budget)?.0)
     }
 
     /// [`Analyzer::analyze_subproblems`] for search leaves (see [`Within`]);
@@ -56,9 +56,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         sps: &[&SubProblem],
         within: &[Within<'_, T>],
         gate: Option<&dyn LayerGate>,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<Searched<T>, AnalysisError> {
-        let (res, st, duals) = self.analyze_state(sps, within, gate, deadline)?;
+        let (res, st, duals) = self.analyze_state(sps, within, gate, budget)?;
         // Only open slots are split further: a proved one's bounds are not copied.
         let bounds = (0..sps.len())
             .map(|s| {
@@ -81,7 +81,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         sps: &[&SubProblem],
         within: &[Within<'_, T>],
         gate: Option<&dyn LayerGate>,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<Analysed<T, B::Buf>, AnalysisError> {
         if sps.is_empty() {
             return Ok((Vec::new(), None, Duals::default()));
@@ -96,7 +96,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let all: Vec<usize> = (0..sps.len()).collect();
         let mut res = {
             let _p = crate::base::profile::span("prove_output");
-            self.prove_output(&mut st, sps, &all, None, deadline)?
+            self.prove_output(&mut st, sps, &all, None, budget)?
         };
         let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].proved).collect();
         let mut duals = Duals::default();
@@ -105,7 +105,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let _p = crate::base::profile::span("refine_all");
                 let after: Vec<Option<usize>> = within.iter().map(|w| w.after).collect();
                 let inter: Vec<_> = within.iter().map(|w| w.inter).collect();
-                self.refine_all(&mut st, &open, &after, &inter, gate, deadline)?;
+                self.refine_all(&mut st, &open, &after, &inter, gate, budget)?;
             }
             Self::check_consistent(&st)?;
             duals = self.choose_parameters(&st, sps, &open, within, &res);
@@ -122,7 +122,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .map(|(sp, &b)| (sp.node, sp.neuron, if sp.active { -b } else { b }))
                     .collect()
             };
-            let again = self.prove_output(&mut st, sps, &open, Some(&get), deadline)?;
+            let again = self.prove_output(&mut st, sps, &open, Some(&get), budget)?;
             for (&s, SlotResult { lower: l2, proved: p2 }) in open.iter().zip(again) {
                 let lbs: Vec<f64> = res[s].lower.iter().zip(&l2).map(|(a, b)| a.max(*b)).collect();
                 // A disjunct either pass proved is proved.

@@ -459,17 +459,42 @@ mod tests {
         // The same sum as an intermediate neuron's lower end (node 4, +1):
         // the layer's shared slopes also go to ½; its upper end (−1) pays
         // ReLU's upper line only, so it has nothing to choose.
-        let (a, gain) = crate::crown::tighten::layer_slopes(&n2, (&sb, &off), 4, &[(0, 1.0)], (area, None)).unwrap();
+        let (a, gain) = crate::crown::tighten::layer_slopes(
+            &n2,
+            (&sb, &off),
+            4,
+            &[(0, 1.0)],
+            (area, crate::base::budget::Budget::UNLIMITED),
+        )
+        .unwrap();
         assert!((a[2][0] - 0.5).abs() < 0.06, "{a:?}");
         // From −0.5 to about 0: nearly all of it.
         assert!(gain > 0.85 && gain <= 1.0, "{gain}");
         let (l4, _, _) = relaxed_bound(&n2, (&sb, &off), (4, &[1.0]), &[], &[], Some(&a), area).unwrap();
         assert!(l4 > -0.06, "{l4}");
-        assert_eq!(crate::crown::tighten::layer_slopes(&n2, (&sb, &off), 4, &[(0, -1.0)], (area, None)), None);
+        assert_eq!(
+            crate::crown::tighten::layer_slopes(
+                &n2,
+                (&sb, &off),
+                4,
+                &[(0, -1.0)],
+                (area, crate::base::budget::Budget::UNLIMITED)
+            ),
+            None
+        );
         // Node 1 (before every ReLU) has no slope to choose.
-        assert_eq!(crate::crown::tighten::layer_slopes(&n2, (&sb, &off), 1, &[(0, 1.0)], (area, None)), None);
+        assert_eq!(
+            crate::crown::tighten::layer_slopes(
+                &n2,
+                (&sb, &off),
+                1,
+                &[(0, 1.0)],
+                (area, crate::base::budget::Budget::UNLIMITED)
+            ),
+            None
+        );
         // Past its deadline it takes no step, so nothing is gained.
-        let past = Some(std::time::Instant::now());
+        let past = crate::base::budget::Budget::until(std::time::Instant::now());
         assert_eq!(crate::crown::tighten::layer_slopes(&n2, (&sb, &off), 4, &[(0, 1.0)], (area, past)), None);
     }
 }

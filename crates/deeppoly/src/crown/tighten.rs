@@ -19,6 +19,7 @@
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::Backend;
 use crate::base::bounds::NodeBounds;
+use crate::base::budget::Budget;
 use crate::base::ir::Op;
 use crate::base::ir::{Network, NodeId};
 use crate::base::property::InputBox;
@@ -30,7 +31,6 @@ use crate::crown::relaxed_bound::{Offsets, relaxed_bound, rounding_offsets};
 use crate::gpupoly::forward::RunState;
 use polycert_interval::Fp;
 use rayon::prelude::*;
-use std::time::Instant;
 
 /// Layers with more unstable neurons than this keep DeepPoly's bounds (the
 /// host search costs a backward pass per end and Adam step).
@@ -49,10 +49,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub(crate) fn root_prior(
         &self,
         input: &InputBox,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<(NodeBounds<T>, LayerSlopes), AnalysisError> {
-        let mut st = self.refined_root(input, None, deadline)?;
-        let (mut inter, gains) = self.tighten_intermediate(&mut st, deadline)?;
+        let mut st = self.refined_root(input, None, budget)?;
+        let (mut inter, gains) = self.tighten_intermediate(&mut st, budget)?;
         for (t, g) in inter.iter_mut().zip(gains) {
             for (t, g) in t.iter_mut().zip(g) {
                 if g < LEAF_GAIN {
@@ -64,13 +64,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// [`Analyzer::node_bounds`] tightened as a ReLU search's root is (see
-    /// the module's notes).
+    /// the module's notes), within `budget`.
     pub fn tightened_node_bounds(
         &self,
         input: &InputBox,
+        budget: Budget,
     ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
-        let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        Ok(crate::base::bounds::bounds_f64(self.root_prior(input, deadline)?.0))
+        Ok(crate::base::bounds::bounds_f64(self.root_prior(input, budget)?.0))
     }
 
     /// Layer by layer, the slopes of a one-slot state's unstable ReLU
@@ -79,7 +79,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     fn tighten_intermediate(
         &self,
         st: &mut RunState<T, B::Buf>,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<(LayerSlopes, Vec<[f64; 2]>), AnalysisError> {
         let _p = crate::base::profile::span("tighten");
         let net = self.net;
@@ -91,7 +91,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // The first ReLU's input depends on no slope: skip it.
         let relus: Vec<usize> = (0..nodes.len()).filter(|&r| nodes[r].op == Op::Relu).skip(1).collect();
         for r in relus {
-            Self::check_deadline(deadline)?;
+            budget.check()?;
             let p = nodes[r].inputs[0];
             let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
             let unstable: Vec<usize> = (0..lo.len()).filter(|&i| unstable(lo[i], hi[i])).collect();
@@ -102,14 +102,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let _p = crate::base::profile::span("tighten.slopes");
                 let view: SlotBounds<'_, T> = st.bounds.iter().map(|b| (&b.lo[..], &b.hi[..])).collect();
                 let ends = |s: f64| unstable.iter().map(|&i| (i, s)).collect::<Vec<_>>();
-                [1.0, -1.0].map(|s| layer_slopes(net, (&view, &offsets), p, &ends(s), (lower, deadline)))
+                [1.0, -1.0].map(|s| layer_slopes(net, (&view, &offsets), p, &ends(s), (lower, budget)))
             };
             if tables.iter().all(Option::is_none) {
                 continue;
             }
             gains[p] = [0, 1].map(|k| tables[k].as_ref().map_or(0.0, |t| t.1));
             inter[p] = tables.map(|t| t.map(|t| t.0));
-            self.refine_all(st, &[0], &[Some(p - 1)], &[Some(&inter)], None, deadline)?;
+            self.refine_all(st, &[0], &[Some(p - 1)], &[Some(&inter)], None, budget)?;
         }
         Ok((inter, gains))
     }
@@ -130,7 +130,7 @@ pub(crate) fn layer_slopes<T: Fp>(
     (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
     p: NodeId,
     ends: &[(usize, f64)],
-    (lower, deadline): (ReluLower, Option<Instant>),
+    (lower, budget): (ReluLower, Budget),
 ) -> Option<(Slopes, f64)> {
     let free = free_slopes(net, bounds, p);
     if free.is_empty() || ends.is_empty() {
@@ -156,7 +156,7 @@ pub(crate) fn layer_slopes<T: Fp>(
         if l > base && best.as_ref().is_none_or(|b| l > b.0) {
             best = Some((l, alpha.clone()));
         }
-        if t > STEPS || deadline.is_some_and(|d| Instant::now() >= d) {
+        if t > STEPS || budget.expired() {
             break;
         }
         let grad: Vec<f64> = free.iter().map(|&(id, j)| evals.iter().map(|e| e.1[id][j]).sum()).collect();

@@ -3,6 +3,7 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer, Params};
 use crate::base::backend::{Arith, Backend, BackendError};
+use crate::base::budget::Budget;
 use crate::base::geom::Geom;
 use crate::base::ir::{NodeId, Op, Shape};
 use crate::gpupoly::forward::RunState;
@@ -76,15 +77,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         st: &mut RunState<T, B::Buf>,
         rows: &Rows<T>,
         goal: Goal,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<Vec<f64>, AnalysisError> {
         match self.opts.arith {
             Arith::Interval => {
                 // Interval kernels read per-neuron tables without batch slots.
                 debug_assert!(rows.geom.single_slot(), "the interval arithmetic runs one property at a time");
-                self.backsubstitute_in::<IntervalRows>(st, rows, goal, deadline)
+                self.backsubstitute_in::<IntervalRows>(st, rows, goal, budget)
             }
-            Arith::Point => self.backsubstitute_in::<PointRows>(st, rows, goal, deadline),
+            Arith::Point => self.backsubstitute_in::<PointRows>(st, rows, goal, budget),
         }
     }
 
@@ -93,12 +94,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         st: &mut RunState<T, B::Buf>,
         rows: &Rows<T>,
         goal: Goal,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<Vec<f64>, AnalysisError> {
         let n = rows.cst.len();
         let cols = rows.geom.cols();
         let per_row = self.predict_row_bytes(rows.start, &rows.geom, A::PLANES).max(1);
-        let mut chunk = (self.budget() / per_row).clamp(1, n.max(1));
+        let mut chunk = (self.memory_budget() / per_row).clamp(1, n.max(1));
         let mut out = Vec::with_capacity(n);
         let mut start = 0;
         while start < n {
@@ -124,7 +125,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     parts.push((*node, g, m));
                 }
                 let cst = A::c_from_host(self.backend, &c0)?;
-                self.backsub_chunk::<A>(st, parts, cst, &rows.group[start..end], goal, deadline)
+                self.backsub_chunk::<A>(st, parts, cst, &rows.group[start..end], goal, budget)
             });
             match res {
                 // Out of memory: halve the chunk and retry (never a different relaxation).
@@ -147,7 +148,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         mut cst: A::C,
         group: &[u32],
         goal: Goal,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<Vec<f64>, AnalysisError> {
         let n = group.len();
         let be = self.backend;
@@ -167,7 +168,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // tenth of a second or more.
         let mut last_step = std::time::Duration::ZERO;
         loop {
-            Self::check_deadline(deadline.map(|d| d.checked_sub(last_step.mul_f64(1.5)).unwrap_or(d)))?;
+            budget.ending_before(last_step.mul_f64(1.5)).check()?;
             let step_start = Instant::now();
             let top = *pending.keys().next_back().expect("pending is never empty");
             let last = top == 0;

@@ -3,6 +3,7 @@
 
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::{Backend, BackendError};
+use crate::base::budget::Budget;
 use crate::base::geom::Geom;
 use crate::base::ir::Op;
 use crate::base::property::SubProblem;
@@ -11,7 +12,6 @@ use crate::gpupoly::backsub::{Coef, Goal, Rows};
 use crate::gpupoly::forward::{Bounds, RunState};
 use polycert_interval::{Fp, fp};
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// A sub-problem's result after a pass.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +51,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         sps: &[&SubProblem],
         slots: &[usize],
         terms: Option<&Terms>,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<Vec<SlotResult>, AnalysisError> {
         let out = self.net.output();
         let shape = self.net.output_shape();
@@ -104,7 +104,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .collect();
         let rows = Rows { start: out, geom, coef: Coef::Planes { lo, hi }, cst, group, extra };
         let lbs =
-            if rows.cst.is_empty() { Vec::new() } else { self.backsubstitute(st, &rows, Goal::Positive, deadline)? };
+            if rows.cst.is_empty() { Vec::new() } else { self.backsubstitute(st, &rows, Goal::Positive, budget)? };
         Ok(slot_results(sps, slots, &st.empty, &lbs))
     }
 
@@ -125,12 +125,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// Certified bounds of every node's values over `input`, after the
-    /// forward pass and (if enabled) the refinement pass.
+    /// forward pass and (if enabled) the refinement pass, within `budget`
+    /// (past its deadline: `Err(Timeout)`).
     pub fn node_bounds(
         &self,
         input: &crate::base::property::InputBox,
+        budget: Budget,
     ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
-        let st = self.refined_root(input, None, self.opts.timeout.map(|t| std::time::Instant::now() + t))?;
+        let st = self.refined_root(input, None, budget)?;
         Ok(crate::base::bounds::bounds_f64(st.into_bounds()))
     }
 
@@ -140,11 +142,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         input: &crate::base::property::InputBox,
         start: Option<&crate::base::bounds::NodeBounds<T>>,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<RunState<T, B::Buf>, AnalysisError> {
         let mut st = self.forward_pass_within(&[input], &[start])?;
         if self.opts.refine {
-            self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
+            self.refine_all(&mut st, &[0], &[], &[], None, budget)?;
         }
         Ok(st)
     }
@@ -172,7 +174,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         after: &[Option<usize>],
         inter: &[Option<&LayerSlopes>],
         gate: Option<&dyn LayerGate>,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<(), AnalysisError> {
         let last = self.net.nodes().len() - 1;
         // Nodes `..=fresh` reflect every refinement so far.
@@ -213,7 +215,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 continue;
             }
             let layer = Layer { p, sigmoid, live, unstable };
-            let lbs = self.refine_ends(st, &layer, inter, &mut sloped, deadline)?;
+            let lbs = self.refine_ends(st, &layer, inter, &mut sloped, budget)?;
             self.meet_ends(st, &layer, &lbs, after, gate)?;
             st.bounds[p].dev = None;
             st.invalidate_from(p);
@@ -239,7 +241,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &Layer { p, sigmoid, ref live, ref unstable }: &Layer,
         inter: &[Option<&LayerSlopes>],
         sloped: &mut bool,
-        deadline: Option<Instant>,
+        budget: Budget,
     ) -> Result<Vec<(f64, f64)>, AnalysisError> {
         let shape = self.net.node(p).shape;
         let tables = |s: usize| inter.get(s).copied().flatten().and_then(|l| l.get(p));
@@ -273,7 +275,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let set = Rows::units(p, shape, &neurons, props, val);
             let got = {
                 let _p = crate::base::profile::span("refine.backsub");
-                self.backsubstitute(st, &set, goal, deadline)?
+                self.backsubstitute(st, &set, goal, budget)?
             };
             for (&(t, lower), v) in rows.iter().zip(got) {
                 let e = if lower { &mut lbs[t].0 } else { &mut lbs[t].1 };

@@ -16,6 +16,7 @@
 //! onnxruntime in `ops_onnxruntime`).
 
 use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::base::budget::Budget;
 use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet};
 use polycert_deeppoly::{
@@ -224,7 +225,7 @@ fn check_net<B: Backend<T>, T: Fp>(
     // bound on the backend (`relaxed.rs`), the others as by default.
     let relaxed_on = if prop_seed & 1 == 1 { RelaxedOn::Backend } else { RelaxedOn::Auto };
     let opts = Options { arith, relaxed_on, ..Options::default() };
-    let bounds = Analyzer::<_, T>::new(net, be, opts.clone()).unwrap().node_bounds(input).unwrap();
+    let bounds = Analyzer::<_, T>::new(net, be, opts.clone()).unwrap().node_bounds(input, Budget::UNLIMITED).unwrap();
     // A separate generator keeps the networks and points of each seed.
     // Branch and bound (64 leaves) on one network in eight, with its
     // verdict checked too, and a wider gap so that some properties need
@@ -460,7 +461,7 @@ fn root_bounds_narrow_and_enclose<T: Fp>(
         let eps = eps.0 + eps.1 * rng.unit();
         let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
         let a = Analyzer::<_, T>::new(&net, &be, Options::default()).unwrap();
-        let (plain, tight) = (a.node_bounds(&input).unwrap(), tight(&a, &input));
+        let (plain, tight) = (a.node_bounds(&input, Budget::UNLIMITED).unwrap(), tight(&a, &input));
         let narrower = |t: &(Vec<f64>, Vec<f64>), p: &(Vec<f64>, Vec<f64>)| {
             t.0.iter().zip(&p.0).any(|(a, b)| a > b) || t.1.iter().zip(&p.1).any(|(a, b)| a < b)
         };
@@ -494,7 +495,7 @@ fn root_bounds_narrow_and_enclose<T: Fp>(
 fn intermediate_slopes_tighten_and_enclose() {
     fn check<T: Fp>(seed: u64) -> usize {
         root_bounds_narrow_and_enclose::<T>(seed, &[6, 12, 12, 12, 3], (0.1, 0.2), |a, input| {
-            a.tightened_node_bounds(input).unwrap()
+            a.tightened_node_bounds(input, Budget::UNLIMITED).unwrap()
         })
     }
     let (a, b) = (check::<f64>(37), check::<f32>(41));
@@ -511,7 +512,7 @@ fn intermediate_slopes_tighten_and_enclose() {
 fn stabilized_bounds_tighten_and_enclose() {
     fn check<T: Fp>(seed: u64) -> usize {
         root_bounds_narrow_and_enclose::<T>(seed, &[20, 16, 16, 16, 3], (0.05, 0.1), |a, input| {
-            a.stabilized_node_bounds(input).unwrap()
+            a.stabilized_node_bounds(input, Budget::UNLIMITED).unwrap()
         })
     }
     let (a, b) = (check::<f64>(43), check::<f32>(47));
