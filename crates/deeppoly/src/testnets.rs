@@ -179,3 +179,27 @@ pub fn random_maxpool(rng: &mut SplitMix, input: Shape, width: usize, n_out: usi
     n.push("fc", Op::Dense { weight, bias: vec![0.0; n_out], out: n_out }, &[f]).expect("valid");
     n
 }
+
+/// The tiny convnet's layer kinds (`../shared/bench/tiny_cnn`): conv,
+/// BatchNormalization (a per-channel affine), ReLU, 2x2 max pooling, conv,
+/// ReLU, 2x2 average pooling, flatten, dense.
+pub fn random_bn_pool(rng: &mut SplitMix, input: Shape, width: usize, n_out: usize) -> Network {
+    use crate::base::ir::Pool;
+    use polycert_interval::Interval;
+    let mut n = Network::new(input);
+    let c1 = n.push("conv1", Op::Conv2d(rand_conv(rng, input.c, width, 3, 1, 1)), &[0]).expect("valid");
+    let mul = (0..width).map(|_| Interval::point(0.5 + rng.unit()).expect("finite")).collect();
+    let add = (0..width).map(|_| Interval::point(rng.weight(0.2)).expect("finite")).collect();
+    let bn = n.push("bn", Op::ChannelAffine { mul, add, float_ops: 0 }, &[c1]).expect("valid");
+    let r1 = n.push("relu1", Op::Relu, &[bn]).expect("valid");
+    let p2 = Pool { kernel: (2, 2), stride: (2, 2), pad: (0, 0, 0, 0) };
+    let m1 = n.push("maxpool", Op::MaxPool2d(p2.clone()), &[r1]).expect("valid");
+    let c2 = n.push("conv2", Op::Conv2d(rand_conv(rng, width, width, 3, 1, 1)), &[m1]).expect("valid");
+    let r2 = n.push("relu2", Op::Relu, &[c2]).expect("valid");
+    let a2 = n.push("avgpool", Op::AvgPool2d(p2), &[r2]).expect("valid");
+    let s = n.node(a2).shape;
+    let f = n.reshape("flatten", a2, Shape::flat(s.numel())).expect("valid");
+    let weight = (0..n_out * s.numel()).map(|_| rng.weight((2.0 / s.numel() as f64).sqrt())).collect();
+    n.push("fc", Op::Dense { weight, bias: vec![0.0; n_out], out: n_out }, &[f]).expect("valid");
+    n
+}

@@ -83,7 +83,10 @@ pub fn reference_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Ve
                 let s = 1.0 / (1.0 + (-x).exp());
                 *a += v * s * (1.0 - s);
             }),
-            // Pooling: no gradient (the attack still tries the box centre and corners).
+            Op::MaxPool2d(ref p) | Op::AvgPool2d(ref p) => {
+                let shapes = (net.node(net.node(id).inputs[0]).shape, net.node(id).shape);
+                crate::base::eval::pool_grad(x, g, gx, shapes, p, matches!(net.node(id).op, Op::MaxPool2d(_)))
+            }
             _ => {}
         }
         true

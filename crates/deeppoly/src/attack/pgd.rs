@@ -483,11 +483,41 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         off += nk;
                     }
                 }
-                // Pooling: no gradient (the attack still moves through other paths).
+                (Op::MaxPool2d(pl) | Op::AvgPool2d(pl), _) => {
+                    let max = matches!(node.op, Op::MaxPool2d(_));
+                    acc(
+                        &mut grads,
+                        x0,
+                        self.pool_grad_on_host((pl, max), (shape_in, node.shape), &g, self.value(v, x, x0), p)?,
+                    )?
+                }
                 _ => {}
             }
         }
         Ok(grads[0].take())
+    }
+
+    /// Pooling's input gradient (`crate::base::eval::pool_grad`) on the
+    /// host, point by point: `g` the output's, `xv` the input's values.
+    fn pool_grad_on_host(
+        &self,
+        (pool, max): (&crate::base::ir::Pool, bool),
+        (si, so): (crate::base::ir::Shape, crate::base::ir::Shape),
+        g: &B::Buf,
+        xv: &B::Buf,
+        p: usize,
+    ) -> BResult<B::Buf> {
+        let to_f64 = |b: &B::Buf| -> BResult<Vec<f64>> {
+            Ok(self.backend.download(b)?.iter().map(|t| t.to_f64_exact()).collect())
+        };
+        let (g, xv) = (to_f64(g)?, to_f64(xv)?);
+        let (ni, no) = (si.numel(), so.numel());
+        let mut gx = vec![0.0; p * ni];
+        for pt in 0..p {
+            let (x, go) = (&xv[pt * ni..(pt + 1) * ni], &g[pt * no..(pt + 1) * no]);
+            crate::base::eval::pool_grad(x, go, &mut gx[pt * ni..(pt + 1) * ni], (si, so), pool, max);
+        }
+        self.backend.upload(&gx.into_iter().map(T::from_f64_nearest).collect::<Vec<T>>())
     }
 }
 

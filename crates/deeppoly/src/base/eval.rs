@@ -268,6 +268,28 @@ fn pool<F: EvalFloat>(x: &[F], si: Shape, so: Shape, p: &crate::base::ir::Pool, 
         .collect()
 }
 
+/// Adds the input gradient of pooling into `gx`: each output's gradient
+/// `g` goes to its window's first largest input (max pooling, at the input
+/// values `x`), or in equal shares to the window (average pooling, which
+/// divides by the kernel's size as [`eval_node`] does).
+pub fn pool_grad(x: &[f64], g: &[f64], gx: &mut [f64], (si, so): (Shape, Shape), p: &crate::base::ir::Pool, max: bool) {
+    let share = 1.0 / (p.kernel.0 * p.kernel.1) as f64;
+    for (o, &go) in g.iter().enumerate().take(so.numel()).filter(|(_, go)| **go != 0.0) {
+        let (c, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
+        if max {
+            let best = p.window(si, c, oy, ox).fold(None, |b: Option<usize>, i| match b {
+                Some(j) if x[j] >= x[i] => Some(j),
+                _ => Some(i),
+            });
+            if let Some(i) = best {
+                gx[i] += go;
+            }
+        } else {
+            p.window(si, c, oy, ox).for_each(|i| gx[i] += go * share);
+        }
+    }
+}
+
 /// Output of the network on `x` with every dense and conv sum (products and
 /// the bias) added in a random order drawn from `rng`: one run of inference
 /// whose summation order is not fixed, as on a GPU with atomics.

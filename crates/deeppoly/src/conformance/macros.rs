@@ -39,6 +39,16 @@ macro_rules! backend_conformance_tests {
             }
             #[test]
             #[$m]
+            fn gradients_match_finite_differences_f64() {
+                $crate::conformance::gradients_match_finite_differences::<_, f64>(&$make);
+            }
+            #[test]
+            #[$m]
+            fn gradients_match_finite_differences_f32() {
+                $crate::conformance::gradients_match_finite_differences::<_, f32>(&$make);
+            }
+            #[test]
+            #[$m]
             fn inference_matches_host_f64() {
                 $crate::conformance::inference_matches_host::<_, f64>(&$make);
             }

@@ -21,7 +21,10 @@ mod macros;
 mod relaxed;
 mod search;
 mod stabilize;
-pub use attack::{attack_finds_hidden_counterexamples, attack_first_consistent, inference_matches_host};
+pub use attack::{
+    attack_finds_hidden_counterexamples, attack_first_consistent, gradients_match_finite_differences,
+    inference_matches_host,
+};
 pub use relaxed::{gather_and_scatter, relaxed_bound_matches_host};
 pub use search::*;
 pub use stabilize::{
