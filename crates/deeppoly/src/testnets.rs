@@ -193,7 +193,7 @@ pub fn random_bn_pool(rng: &mut SplitMix, input: Shape, width: usize, n_out: usi
     let bn = n.push("bn", Op::ChannelAffine { mul, add, float_ops: 0 }, &[c1]).expect("valid");
     let r1 = n.push("relu1", Op::Relu, &[bn]).expect("valid");
     let p2 = Pool { kernel: (2, 2), stride: (2, 2), pad: (0, 0, 0, 0) };
-    let m1 = n.push("maxpool", Op::MaxPool2d(p2.clone()), &[r1]).expect("valid");
+    let m1 = n.push("maxpool", Op::MaxPool2d(p2), &[r1]).expect("valid");
     let c2 = n.push("conv2", Op::Conv2d(rand_conv(rng, width, width, 3, 1, 1)), &[m1]).expect("valid");
     let r2 = n.push("relu2", Op::Relu, &[c2]).expect("valid");
     let a2 = n.push("avgpool", Op::AvgPool2d(p2), &[r2]).expect("valid");
