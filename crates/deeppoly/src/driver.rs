@@ -183,9 +183,21 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let budget = Budget::within(self.opts.timeout.map(|t| start + t.saturating_sub(spent)));
         let mut stats = crate::base::property::SearchStats::default();
         let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
+        // A ReLU search splits max pooling as ReLUs (`base/lower.rs`).
+        let lowered = match self.branching() {
+            Some(crate::bab::search::Branching::Relus) => crate::base::lower::maxpool_as_relus(self.net).ok().flatten(),
+            _ => None,
+        };
+        let low = lowered.as_ref().and_then(|n| Analyzer::new(n, self.backend, self.opts.clone()).ok());
+        let searcher = low.as_ref().unwrap_or(self);
         for &s in slots.iter().filter(|&&s| !results[s].proved) {
-            match self.search(work[s], &results[s].lower, budget, &mut stats) {
+            match searcher.search(work[s], &results[s].lower, budget, &mut stats) {
                 Ok(crate::bab::search::Search::Proved) => {}
+                // Found on the rewritten network: confirmed on this one too.
+                Ok(crate::bab::search::Search::Falsified(c)) if !self.confirm(work[s], &c.input) => {
+                    verdict = Verdict::Unknown;
+                    break;
+                }
                 Ok(crate::bab::search::Search::Falsified(c)) => {
                     verdict = Verdict::Falsified(c);
                     break;

@@ -13,6 +13,7 @@ pub mod eval;
 pub mod geom;
 pub mod infer;
 pub mod ir;
+pub mod lower;
 pub mod options;
 pub mod par;
 pub mod profile;
