@@ -53,13 +53,18 @@ fn hits(net: &Network, sp: &SubProblem, lo: &[f64], hi: &[f64]) -> bool {
 impl<B: crate::base::backend::Backend<T>, T: polycert_interval::Fp> crate::base::analyzer::Analyzer<'_, B, T> {
     /// Whether every output the deployed network can give at `x` (any
     /// summation order, σ within its tolerance) lies in one disjunct of the
-    /// unsafe region: the interval forward pass over the zero-width box at
-    /// `x`. A counterexample passes this as well as [`check_f32`], so other
+    /// unsafe region: the float32 outputs where they are exact in every
+    /// order ([`crate::attack::exact`]), else the interval forward pass over
+    /// the zero-width box at `x`. A counterexample passes this as well as [`check_f32`], so other
     /// runtimes (onnxruntime, VNN-COMP's checker) reproduce it. A backend
     /// failure confirms nothing.
     pub fn confirm(&self, sp: &SubProblem, x: &[f32]) -> bool {
         if !sp.input.holds_f32(x) {
             return false;
+        }
+        // Float32 computes these outputs exactly, in every order.
+        if let Some(y) = crate::attack::exact::exact_f32_outputs(self.net, x) {
+            return hits(self.net, sp, &y, &y);
         }
         let Ok(st) = self.forward_pass(&[&crate::base::property::InputBox::point(x)]) else { return false };
         let out = &st.bounds[self.net.output()];

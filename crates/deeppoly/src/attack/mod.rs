@@ -3,5 +3,6 @@
 //! attacks on search leaves.
 
 pub mod check;
+pub mod exact;
 pub(crate) mod falsify;
 pub mod pgd;

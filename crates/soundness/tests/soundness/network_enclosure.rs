@@ -521,3 +521,61 @@ fn stabilized_bounds_tighten_and_enclose() {
     eprintln!("stabilised bounds narrowed on {a} and {b} of 6 networks");
     assert!(a >= 2 && b >= 2, "weak test: narrowed {a} and {b} of 6 networks");
 }
+
+/// `net` with every weight and bias rounded to a multiple of 1/8.
+fn dyadic(net: &Network) -> Network {
+    let q = |v: &Vec<f64>| v.iter().map(|w| (w * 8.0).round() / 8.0).collect::<Vec<f64>>();
+    let mut out = Network::new(net.input_shape());
+    for node in &net.nodes()[1..] {
+        let op = match &node.op {
+            Op::Dense { weight, bias, out } => Op::Dense { weight: q(weight), bias: q(bias), out: *out },
+            Op::Conv2d(c) => {
+                Op::Conv2d(polycert_deeppoly::base::ir::Conv2d { weight: q(&c.weight), bias: q(&c.bias), ..c.clone() })
+            }
+            op => op.clone(),
+        };
+        let id = if op == Op::Reshape {
+            out.reshape(node.name.clone(), node.inputs[0], node.shape)
+        } else {
+            out.push(node.name.clone(), op, &node.inputs)
+        };
+        id.unwrap();
+    }
+    out
+}
+
+/// Where `exact_f32_outputs` says float32 inference is exact in every
+/// order (it then confirms counterexamples without an enclosure), its
+/// outputs equal the exact rational values, and float32 inference in
+/// random orders, with and without FMA, gives them too.
+#[test]
+fn exact_float32_outputs_are_exact() {
+    let mut rng = SplitMix(53);
+    let (mut exact_seen, mut points) = (0, 0);
+    for k in 0..24 {
+        let net = dyadic(&match k % 3 {
+            0 => random_mlp(&mut rng, &[6, 10, 10, 3]),
+            1 => random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3),
+            _ => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
+        });
+        for t in 0..20 {
+            let n = net.input_shape().numel();
+            // Quarter steps (often exact), or arbitrary float32 values.
+            let x: Vec<f32> = (0..n)
+                .map(|_| if t % 2 == 0 { (rng.below(17) as f32 - 8.0) / 4.0 } else { rng.weight(2.0) as f32 })
+                .collect();
+            points += 1;
+            let Some(y) = polycert_deeppoly::attack::exact::exact_f32_outputs(&net, &x) else { continue };
+            exact_seen += 1;
+            let ex = exact(&net, &x).swap_remove(net.output());
+            for (j, e) in ex.iter().enumerate() {
+                assert_eq!(Rational::from_f64(y[j]).unwrap(), *e, "net {k} point {t} output {j}");
+            }
+            for fma in [false, true] {
+                let fl = float32(&net, &x, &mut rng, fma).swap_remove(net.output());
+                assert!(fl.iter().zip(&y).all(|(&f, &v)| f as f64 == v), "net {k} point {t}: {fl:?} vs {y:?}");
+            }
+        }
+    }
+    assert!(exact_seen >= points / 4, "weak test: {exact_seen} of {points} points exact");
+}
