@@ -25,17 +25,7 @@ use crate::base::property::{Halfspace, InputBox, SubProblem};
 use crate::gpupoly::forward::RunState;
 use polycert_interval::Fp;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// The share of a search's time that stabilisation may take.
-const SHARE: f64 = 0.25;
-/// The share of its first rung that `Stabilize::Auto`'s plain search has
-/// before the root is stabilised and the search starts again.
-const PLAIN_SHARE: f64 = 0.1;
-/// `Stabilize::Auto`'s first rung: a plain search, a stabilisation and a
-/// search within this much time, before the last stabilisation has a share
-/// of all the time left (bench/results/2026-11-27-stabilize-rungs.md).
-const QUICK_RUNG: Duration = Duration::from_secs(25);
+use std::time::Instant;
 
 /// How `Stabilize::Auto`'s first rung ended.
 pub(crate) enum Rung<T> {
@@ -44,17 +34,6 @@ pub(crate) enum Rung<T> {
     Stabilize(Option<Arc<NodeBounds<T>>>),
 }
 
-/// The most leaves per unstable input a layer's search analyses when no
-/// deadline bounds it.
-const END_LEAVES: usize = 128;
-/// The most leaves per unstable input a layer's search analyses again
-/// within its time share.
-const MAX_END_LEAVES: usize = 8 * 1024;
-/// Layers with more unstable inputs than this are left as they are.
-const MAX_UNSTABLE: usize = 512;
-/// How many times an end that really changes sign has its bound halved.
-const HALVINGS: usize = 3;
-
 /// A layer's input `i` is above (`s = +1`) or below (`s = −1`) `t` over
 /// the box: `t = 0` makes it stable, another `t` (half its bound) narrows
 /// an input that really changes sign.
@@ -62,9 +41,9 @@ type End = (usize, f64, f64);
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// `Stabilize::Auto`'s stages before its last stabilisation, within
-    /// [`QUICK_RUNG`] of the time to `deadline`: a plain search on a tenth
-    /// of it, then (where that rung ends before `deadline`) a stabilisation
-    /// and a search within the rung. A sub-problem they decide is answered;
+    /// `StabilizeOptions::quick_rung` of the time to `deadline`: a plain
+    /// search on `plain_share` of it, then (where that rung ends before
+    /// `deadline`) a stabilisation and a search within the rung. A sub-problem they decide is answered;
     /// else the last stabilisation starts from the rung's bounds, if any.
     pub(crate) fn quick_rung(
         &self,
@@ -73,9 +52,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         deadline: Instant,
         stats: &mut SearchStats,
     ) -> Result<Rung<T>, AnalysisError> {
-        let now = Instant::now();
-        let quick = now + deadline.saturating_duration_since(now).min(QUICK_RUNG);
-        let plain = now + quick.saturating_duration_since(now).mul_f64(PLAIN_SHARE);
+        let (now, tune) = (Instant::now(), &self.opts.search.stabilize);
+        let quick = now + deadline.saturating_duration_since(now).min(tune.quick_rung);
+        let plain = now + quick.saturating_duration_since(now).mul_f64(tune.plain_share);
         if let Some(r) = self.stage((sp, lbs), None, plain, deadline, stats)? {
             return Ok(Rung::Decided(r));
         }
@@ -127,7 +106,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// A ReLU search root's node bounds: both passes' (within `start`, bounds
     /// that hold over the box), with the unstable ReLU inputs proved stable
     /// clamped at 0, layer by layer (see the module's notes), within
-    /// `SHARE` of the time to `deadline`.
+    /// `StabilizeOptions::share` of the time to `deadline`.
     pub(crate) fn stable_prior(
         &self,
         input: &InputBox,
@@ -136,7 +115,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<NodeBounds<T>, AnalysisError> {
         let _p = crate::base::profile::span("stabilize");
         let now = Instant::now();
-        let stage = deadline.map(|d| now + d.saturating_duration_since(now).mul_f64(SHARE));
+        let stage = deadline.map(|d| now + d.saturating_duration_since(now).mul_f64(self.opts.search.stabilize.share));
         let mut st = self.refined_root(input, start, deadline)?;
         let live = crate::base::progress::Progress::stabilizing(self.opts.progress.as_deref());
         let nodes = self.net.nodes();
@@ -190,7 +169,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             b.dev = None;
             self.forward_range(&mut st, p, last)?;
-            if self.opts.refine {
+            if self.opts.passes.refine {
                 self.refine_all(&mut st, &[0], &[Some(p)], &[], None, deadline)?;
             }
         }
@@ -217,20 +196,21 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         (p, unstable): (usize, &[usize]),
         (stage, until): (Option<Instant>, Option<Instant>),
     ) -> Result<(Vec<End>, usize), AnalysisError> {
-        if unstable.len() > MAX_UNSTABLE {
+        let tune = &self.opts.search.stabilize;
+        if unstable.len() > tune.max_unstable {
             return Ok((Vec::new(), 0));
         }
         let n = st.bounds[p].lo.len();
         let net = self.net.prefix(p);
-        let opts = crate::base::options::Options {
-            timeout: None,
+        let opts = self.opts.clone().with(|o| {
+            o.timeout = None;
             // Within a time share the roots' limits bound the leaves.
-            max_relu_leaves: if until.is_some() { usize::MAX } else { END_LEAVES * unstable.len() },
-            optimize_intermediate: false,
-            stabilize: crate::base::options::Stabilize::Off,
-            progress: None,
-            ..self.opts.clone()
-        };
+            o.search.max_relu_leaves =
+                if until.is_some() { usize::MAX } else { tune.end_leaves.saturating_mul(unstable.len()) };
+            o.search.optimize_intermediate = false;
+            o.search.stabilize.when = crate::base::options::Stabilize::Off;
+            o.progress = None;
+        });
         let cut = Analyzer::new(&net, self.backend, opts)?;
         // Input splitting takes the ends as one root: no end by end answer.
         if cut.branching() != Some(Branching::Relus) {
@@ -270,7 +250,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .iter()
             .filter_map(|&(i, s, _)| half((i, s, (if s > 0.0 { lo[i] } else { hi[i] }).to_f64_exact())))
             .collect();
-        for _ in 0..HALVINGS {
+        for _ in 0..tune.halvings {
             if level.is_empty() || until.is_some_and(|u| Instant::now() >= u) {
                 break;
             }
@@ -283,10 +263,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// The ends of `todo` that one proofs-only search on this (cut) network
-    /// proves, each end a root with at most `END_LEAVES` leaves. With time
-    /// left in the layer's share, the ends given up at that limit are
-    /// searched again with four times as many (256x4 prop_6_0.05's last
-    /// layer: 61 of 217 in 11 s of 22).
+    /// proves, each end a root with at most `StabilizeOptions::end_leaves`
+    /// leaves. With time left in the layer's share, the ends given up at
+    /// that limit are searched again with four times as many (256x4
+    /// prop_6_0.05's last layer: 61 of 217 in 11 s of 22), up to
+    /// `max_end_leaves`.
     fn prove_ends(
         &self,
         input: &InputBox,
@@ -296,7 +277,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         side: impl Fn(&End) -> Vec<Halfspace>,
     ) -> Result<Vec<End>, AnalysisError> {
         let mut proved = Vec::new();
-        let (mut todo, mut limit) = (todo, END_LEAVES);
+        let tune = &self.opts.search.stabilize;
+        let (mut todo, mut limit) = (todo, tune.end_leaves);
         while !todo.is_empty() {
             let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(&side).collect() };
             let mut tally = RootTally::proofs_only(limit);
@@ -308,7 +290,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let done = tally.proved();
             proved.extend(todo.iter().zip(&done).filter(|e| *e.1).map(|e| *e.0));
             let late = until.is_none_or(|u| Instant::now() >= u);
-            if late || limit >= MAX_END_LEAVES {
+            if late || limit >= tune.max_end_leaves {
                 break;
             }
             todo = todo
@@ -318,7 +300,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .filter(|((_, d), a)| !**d && **a >= limit)
                 .map(|((e, _), _)| *e)
                 .collect();
-            limit *= 4;
+            limit = limit.saturating_mul(4);
         }
         Ok(proved)
     }

@@ -143,7 +143,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         deadline: Option<Instant>,
     ) -> Result<RunState<T, B::Buf>, AnalysisError> {
         let mut st = self.forward_pass_within(&[input], &[start])?;
-        if self.opts.refine {
+        if self.opts.passes.refine {
             self.refine_all(&mut st, &[0], &[], &[], None, deadline)?;
         }
         Ok(st)
