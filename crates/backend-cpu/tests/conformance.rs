@@ -27,6 +27,6 @@ fn default_batch_follows_the_network_size() {
     // 2 + 2·4 + 2 neurons: capped at 128.
     assert_eq!(capacity(&mlp(2, 2, 2)), 128);
     // Given, the batch is the caller's.
-    let given = Options { batch: Some(3), ..Options::default() };
+    let given = Options::default().with(|o| o.passes.batch = Some(3));
     assert_eq!(Analyzer::<_, f64>::new(&mlp(5, 50, 6), &be, given).expect("prepare").batch_capacity(), 3);
 }

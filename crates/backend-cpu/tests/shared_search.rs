@@ -56,7 +56,7 @@ fn search_answers_every_256x2_instance_as_alpha_beta_crown() {
     let be = CpuBackend::default();
     // The default analysis at VNN-COMP's 120 s (on 2 cores, in the test
     // profile, the slowest took 27 s and all 20 together 50 s).
-    let opts = Options { timeout: Some(Duration::from_secs(120)), ..Options::default() };
+    let opts = Options::default().with(|o| o.timeout = Some(Duration::from_secs(120)));
     let analyzer = Analyzer::<_, f64>::new(&model.network, &be, opts).expect("prepare");
     let (mut unsat, mut sat) = (0, 0);
     for (name, holds) in EXPECTED {

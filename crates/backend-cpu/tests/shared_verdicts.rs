@@ -36,7 +36,12 @@ fn check<T: polycert_interval::Fp>(set: &str, arith: Arith, skip: &[&str]) {
     let refs = reference(&dir);
     let be = CpuBackend::default();
     // One analysis, as GPUPoly: no branch and bound.
-    let opts = Options { arith, attack_steps: 0, split_relus: false, optimize_slopes: false, ..Options::default() };
+    let opts = Options::default().with(|o| {
+        o.passes.arith = arith;
+        o.attack.steps = 0;
+        o.search.split_relus = false;
+        o.crown.optimize_slopes = false;
+    });
     let base = dir.join(set);
     let text = std::fs::read_to_string(base.join("instances.csv")).expect("instances.csv");
     let mut last: Option<(String, polycert_onnx::Imported)> = None;

@@ -28,7 +28,7 @@ where
         let y = polycert_deeppoly::base::eval::eval::<f64>(&net, &input.centre());
         let label = (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap();
         let prop = Property::robustness("p", input.clone(), label, y.len()).unwrap();
-        let o = Options { arith, ..Options::default() };
+        let o = Options::default().with(|o| o.passes.arith = arith);
         let a = Analyzer::<_, T>::new(&net, &cpu, o.clone()).unwrap();
         let b = Analyzer::<_, T>::new(&net, gpu, o).unwrap();
         let (ba, bb) = (

@@ -23,7 +23,11 @@ fn cpu_and_gpu_agree_on_every_shared_instance() {
     };
     let cpu = CpuBackend::default();
     // One analysis each (branch and bound is compared by the conformance suite).
-    let opts = Options { attack_steps: 0, split_relus: false, optimize_slopes: false, ..Options::default() };
+    let opts = Options::default().with(|o| {
+        o.attack.steps = 0;
+        o.search.split_relus = false;
+        o.crown.optimize_slopes = false;
+    });
     let mut checked = 0;
     for set in ["mnist_fc", "cifar10_resnet"] {
         let base = dir.join(set);
@@ -65,7 +69,7 @@ fn cpu_and_gpu_searches_agree_on_256x2() {
         panic!("no shared benchmarks at run time (set POLYCERT_BENCH)");
     };
     let cpu = CpuBackend::default();
-    let opts = Options { timeout: Some(std::time::Duration::from_secs(120)), ..Options::default() };
+    let opts = Options::default().with(|o| o.timeout = Some(std::time::Duration::from_secs(120)));
     let base = dir.join("mnist_fc");
     let model = polycert_onnx::load_onnx(base.join("mnist-net_256x2.onnx")).expect("model");
     let on_cpu = Analyzer::<_, f64>::new(&model.network, &cpu, opts.clone()).expect("cpu");

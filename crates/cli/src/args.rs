@@ -93,6 +93,10 @@ pub struct AnalysisArgs {
     /// Where the α/β search evaluates its relaxed bounds (`auto`: the faster).
     #[arg(long, help_heading = TUNING, value_enum, default_value = "auto")]
     relaxed_on: RelaxedOnArg,
+    /// A tuning constant as `key=value` with a dotted key (`crown.lr_alpha=0.2`):
+    /// what `--set` and `--config` give for those keys, in order.
+    #[arg(long, hide = true, value_name = "KEY=VALUE", value_parser = tuning)]
+    tune: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -147,45 +151,60 @@ pub fn unit(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A dotted tuning key and its value, checked (`Options::set`).
+pub fn tuning(kv: &str) -> Result<(String, String), String> {
+    let (k, v) = kv.split_once('=').ok_or("expected key=value")?;
+    let (k, v) = (k.trim(), v.trim());
+    Options::default().set(k, v).map_err(|e| if e.starts_with("unknown key") { e } else { format!("{k}: {e}") })?;
+    Ok((k.to_string(), v.to_string()))
+}
+
 impl AnalysisArgs {
     /// The options these flags give (less what [`crate::resources`] decides).
     pub(crate) fn options(&self, timeout: Option<f64>) -> Options {
-        Options {
-            relu_lower: match self.relu_lower {
-                ReluLowerArg::Area => ReluLower::Area,
-                ReluLowerArg::Zero => ReluLower::Zero,
-                ReluLowerArg::One => ReluLower::One,
-            },
-            arith: match self.arith {
-                ArithArg::Point => Arith::Point,
-                ArithArg::Interval => Arith::Interval,
-            },
-            refine: !self.no_refine,
-            attack_steps: self.attack_steps,
-            attack_first: self.attack_first,
-            attack_restarts: self.attack_restarts,
-            attack_seed: self.seed,
-            split_inputs: if self.no_bab { 0 } else { Options::default().split_inputs },
-            split_relus: !self.no_bab,
-            optimize_slopes: !self.no_alpha,
-            optimize_intermediate: self.intermediate_alpha,
-            stabilize: match self.stabilize {
-                StabilizeArg::Auto => Stabilize::Auto,
-                StabilizeArg::On => Stabilize::On,
-                StabilizeArg::Off => Stabilize::Off,
-            },
-            gate_refinement: !self.refine_every_leaf,
-            relaxed_on: match self.relaxed_on {
-                RelaxedOnArg::Auto => RelaxedOn::Auto,
-                RelaxedOnArg::Host => RelaxedOn::Host,
-                RelaxedOnArg::Backend => RelaxedOn::Backend,
-                RelaxedOnArg::HostRows => RelaxedOn::HostRows,
-            },
-            timeout: timeout.map(Duration::from_secs_f64),
-            batch: self.batch,
-            search_workers: self.search_workers,
-            ..Options::default()
+        let mut o = Options::default();
+        let p = &mut o.passes;
+        p.relu_lower = match self.relu_lower {
+            ReluLowerArg::Area => ReluLower::Area,
+            ReluLowerArg::Zero => ReluLower::Zero,
+            ReluLowerArg::One => ReluLower::One,
+        };
+        p.arith = match self.arith {
+            ArithArg::Point => Arith::Point,
+            ArithArg::Interval => Arith::Interval,
+        };
+        p.refine = !self.no_refine;
+        p.batch = self.batch;
+        let a = &mut o.attack;
+        a.steps = self.attack_steps;
+        a.first = self.attack_first;
+        a.restarts = self.attack_restarts;
+        a.seed = self.seed;
+        o.crown.optimize_slopes = !self.no_alpha;
+        o.crown.relaxed_on = match self.relaxed_on {
+            RelaxedOnArg::Auto => RelaxedOn::Auto,
+            RelaxedOnArg::Host => RelaxedOn::Host,
+            RelaxedOnArg::Backend => RelaxedOn::Backend,
+            RelaxedOnArg::HostRows => RelaxedOn::HostRows,
+        };
+        let s = &mut o.search;
+        if self.no_bab {
+            s.split_inputs = 0;
+            s.split_relus = false;
         }
+        s.optimize_intermediate = self.intermediate_alpha;
+        s.workers = self.search_workers;
+        s.stabilize.when = match self.stabilize {
+            StabilizeArg::Auto => Stabilize::Auto,
+            StabilizeArg::On => Stabilize::On,
+            StabilizeArg::Off => Stabilize::Off,
+        };
+        s.gate.on = !self.refine_every_leaf;
+        o.timeout = timeout.map(Duration::from_secs_f64);
+        for (key, value) in &self.tune {
+            o.set(key, value).expect("checked when parsed");
+        }
+        o
     }
 
     pub fn memory_budget(&self) -> Option<usize> {
@@ -214,5 +233,19 @@ mod tests {
         assert!(seconds("-1").is_err() && seconds("0").is_err() && seconds("inf").is_err());
         assert_eq!(unit("0"), Ok(0.0));
         assert!(unit("2").is_err() && unit("-0.1").is_err() && unit("nan").is_err());
+    }
+
+    /// `--set` and `--config`'s dotted keys reach the options, in order.
+    #[test]
+    fn tuning_keys_reach_the_options() {
+        use clap::FromArgMatches;
+        let args = ["polycert", "verify", "--set", "crown.lr_alpha=0.2", "--set", "search.gate.warmup=7"];
+        let args = crate::config::expand(&crate::command(), args.iter().map(Into::into).collect()).unwrap();
+        let cli = crate::Cli::from_arg_matches(&crate::command().try_get_matches_from(args).unwrap()).unwrap();
+        let crate::Cmd::Verify(v) = cli.cmd else { panic!("verify") };
+        let o = v.analysis.options(None);
+        assert_eq!((o.crown.lr_alpha, o.search.gate.warmup), (0.2, 7));
+        assert_eq!(o.crown.steps, Options::default().crown.steps);
+        assert!(tuning("crown.lr_alpha=0").unwrap_err().starts_with("crown.lr_alpha: expected a number above 0"));
     }
 }

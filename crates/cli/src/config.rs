@@ -1,8 +1,10 @@
 //! `--config FILE.toml` and `--set key=value`: flags from a file or one at
-//! a time. Each key is a long flag name of the subcommand; each entry
-//! becomes `--key=value` right after the option that gave it, so flags
-//! given later on the command line win (the commands let a flag repeat,
-//! the last one counting).
+//! a time. Each key is a long flag name of the subcommand, or a dotted
+//! tuning key (`crown.lr_alpha`, or `lr_alpha` in a file's `[crown]`
+//! table; `Options::set`); each entry becomes `--key=value` (a dotted one
+//! `--tune=key=value`) right after the option that gave it, so flags given
+//! later on the command line win (the commands let a flag repeat, the last
+//! one counting).
 
 use crate::InputError;
 use clap::Command;
@@ -45,7 +47,8 @@ pub fn expand(cmd: &Command, args: Vec<OsString>) -> Result<Vec<OsString>, Input
     Ok(out)
 }
 
-/// A TOML value as flag text: `None` for `false` (the flag is left out).
+/// A key, its value as flag text (`None` for `false`: the flag is left
+/// out; `""` for `true`), and where it came from.
 type Entry = (String, Option<String>, String);
 
 fn from_file(path: &str) -> Result<Vec<Entry>, InputError> {
@@ -53,8 +56,19 @@ fn from_file(path: &str) -> Result<Vec<Entry>, InputError> {
     let table: toml::Table =
         text.parse().map_err(|e: toml::de::Error| InputError(format!("{path}: not TOML: {}", e.message())))?;
     let mut out = Vec::new();
+    entries(path, "", table, &mut out)?;
+    Ok(out)
+}
+
+/// The entries of `table`, its tables' keys dotted under `prefix`.
+fn entries(path: &str, prefix: &str, table: toml::Table, out: &mut Vec<Entry>) -> Result<(), InputError> {
     for (key, v) in table {
+        let key = format!("{prefix}{key}");
         let text = match v {
+            toml::Value::Table(t) => {
+                entries(path, &format!("{key}."), t, out)?;
+                continue;
+            }
             toml::Value::String(s) => Some(s),
             toml::Value::Integer(i) => Some(i.to_string()),
             toml::Value::Float(f) => Some(f.to_string()),
@@ -73,7 +87,7 @@ fn from_file(path: &str) -> Result<Vec<Entry>, InputError> {
         };
         out.push((key, text, path.to_string()));
     }
-    Ok(out)
+    Ok(())
 }
 
 fn from_set(kv: &str) -> Result<Entry, InputError> {
@@ -86,9 +100,23 @@ fn from_set(kv: &str) -> Result<Entry, InputError> {
     Ok((k.trim().to_string(), v, format!("--set {kv}")))
 }
 
-/// The flag for `key`, checked against the subcommand's flags.
+/// The flag for `key`, checked against the subcommand's flags (a dotted
+/// key against the tuning keys, with its value).
 fn flag(sub: &Command, key: &str, value: Option<String>, source: &str) -> Result<Option<OsString>, InputError> {
-    let known = sub.get_arguments().find(|a| a.get_long() == Some(key) && key != "config" && key != "set");
+    if key.contains('.') && sub.get_arguments().any(|a| a.get_long() == Some("tune")) {
+        let v = match value {
+            Some(v) if v.is_empty() => "true".to_string(),
+            Some(v) => v,
+            None => "false".to_string(),
+        };
+        let kv = format!("{key}={v}");
+        crate::args::tuning(&kv).map_err(|e| {
+            let hint = if e.starts_with("unknown key") { " (the tuning keys are listed in docs/cli.md)" } else { "" };
+            InputError(format!("{source}: {e}{hint}"))
+        })?;
+        return Ok(Some(format!("--tune={kv}").into()));
+    }
+    let known = sub.get_arguments().find(|a| a.get_long() == Some(key) && !["config", "set", "tune"].contains(&key));
     let Some(arg) = known else {
         return Err(InputError(format!(
             "{source}: unknown key '{key}' (keys are the long flag names of `polycert {} --help`)",
@@ -117,7 +145,8 @@ mod tests {
                 .arg(Arg::new("steps").long("attack-steps"))
                 .arg(Arg::new("no_alpha").long("no-alpha").action(ArgAction::SetTrue))
                 .arg(Arg::new("config").long("config"))
-                .arg(Arg::new("set").long("set").action(ArgAction::Append)),
+                .arg(Arg::new("set").long("set").action(ArgAction::Append))
+                .arg(Arg::new("tune").long("tune").action(ArgAction::Append)),
         )
     }
 
@@ -155,5 +184,24 @@ mod tests {
         assert!(run(&["polycert", "verify", "--set", "no-alpha=3"]).unwrap_err().0.contains("is a switch"));
         assert!(run(&["polycert", "verify", "--set", "steps"]).unwrap_err().0.contains("expected key=value"));
         assert!(run(&["polycert", "verify", "--set", "config=x"]).is_err());
+    }
+
+    #[test]
+    fn dotted_keys_become_checked_tuning_flags() {
+        let path = std::env::temp_dir().join(format!("polycert-dotted-{}.toml", std::process::id()));
+        std::fs::write(&path, "attack-steps = 3\n[crown]\nlr_alpha = 0.2\n[search.stabilize]\nshare = 0.3\n").unwrap();
+        let p = path.to_str().unwrap();
+        let got = run(&["polycert", "verify", "--config", p, "--set", "search.gate.warmup=7"]).unwrap();
+        let want = ["--attack-steps=3", "--tune=crown.lr_alpha=0.2", "--tune=search.stabilize.share=0.3"];
+        assert_eq!(got[4..7], want);
+        assert_eq!(got[7..], ["--set", "search.gate.warmup=7", "--tune=search.gate.warmup=7"]);
+        std::fs::write(&path, "[search.stabilize]\nshare = 1.5\n").unwrap();
+        let e = run(&["polycert", "verify", "--config", p]).unwrap_err().0;
+        assert!(e.ends_with("search.stabilize.share: expected a number in [0, 1], not '1.5'"), "{e}");
+        std::fs::write(&path, "[crown]\nlr = [1]\n").unwrap();
+        assert!(run(&["polycert", "verify", "--config", p]).unwrap_err().0.contains("unknown key 'crown.lr'"));
+        std::fs::remove_file(&path).ok();
+        let e = run(&["polycert", "verify", "--set", "crown.steps=true"]).unwrap_err().0;
+        assert_eq!(e, "--set crown.steps=true: crown.steps: expected a whole number, not 'true'");
     }
 }

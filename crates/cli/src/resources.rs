@@ -25,15 +25,15 @@ impl AnalysisArgs {
     pub fn plan(&self, engine: &Engine, jobs: usize, timeout: Option<f64>) -> Plan {
         let workers = self.jobs.unwrap_or_else(|| default_workers(engine, jobs, self.batch)).clamp(1, jobs.max(1));
         let mut opts = self.options(timeout);
-        opts.search_memory = self.search_memory_mb.map(|m| m << 20).or_else(|| Some(available_memory()? / 2));
+        opts.search.memory = self.search_memory_mb.map(|m| m << 20).or_else(|| Some(available_memory()? / 2));
         // Several properties at once already fill the host: one search
         // worker each, the α/β rows on the backend where `auto` (the host's
         // evaluation takes every core, the other jobs' too), and an even
         // share of the search memory.
         if workers > 1 {
-            opts.search_workers.get_or_insert(1);
+            opts.search.workers.get_or_insert(1);
             opts.host_shared = true;
-            opts.search_memory = opts.search_memory.map(|m| m / workers);
+            opts.search.memory = opts.search.memory.map(|m| m / workers);
         }
         Plan { workers, opts }
     }

@@ -114,6 +114,33 @@ fn config_file_and_set() {
     refused(&["verify", "--set", "eps=x"], "'x' for '--eps <EPS>'");
 }
 
+/// Dotted keys set the tuning constants (`--set crown.lr_alpha=0.2`, a
+/// file's `[search.stabilize]` table); a bad value or key is named.
+#[test]
+fn dotted_tuning_keys() {
+    let cfg = tmp("dotted.toml");
+    std::fs::write(&cfg, "no-bab = true\n[search.stabilize]\nshare = 0.3\n").unwrap();
+    let c = cfg.to_str().unwrap();
+    let o = polycert(&["verify", "--count", "3", "--backend", "cpu", "--config", c, "--set", "crown.lr_alpha=0.2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    refused(
+        &["verify", "--set", "crown.lr_alpha=-1"],
+        "--set crown.lr_alpha=-1: crown.lr_alpha: expected a number above 0",
+    );
+    refused(&["verify", "--set", "crown.lr_alhpa=0.2"], "unknown key 'crown.lr_alhpa'");
+    std::fs::write(&cfg, "[search.stabilize]\nshare = 2\n").unwrap();
+    refused(&["vnncomp", "--config", c], "search.stabilize.share: expected a number in [0, 1], not '2'");
+}
+
+/// docs/cli.md lists every dotted tuning key.
+#[test]
+fn every_tuning_key_is_documented() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cli.md")).unwrap();
+    for key in polycert_deeppoly::base::options::TUNING_KEYS {
+        assert!(doc.contains(&format!("| `{key}` |")), "docs/cli.md does not list {key}");
+    }
+}
+
 /// `--resume` on a finished file says what it skipped.
 #[test]
 fn resume_says_what_it_skipped() {

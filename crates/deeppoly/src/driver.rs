@@ -133,15 +133,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// The first pass over every sub-problem (per property, its `ranges`
-    /// in `sps`), with the attacks before it (`attack_first`) or the box
-    /// centres checked beside it.
+    /// in `sps`), with the attacks before it (`AttackOptions::first`) or the
+    /// box centres checked beside it.
     fn first_pass(
         &self,
         sps: &[&SubProblem],
         ranges: &[Result<Range<usize>, AnalysisError>],
         budget: Budget,
     ) -> FirstPass {
-        if self.opts.attack_first && self.opts.attack_steps > 0 {
+        if self.opts.attack.first && self.opts.attack.steps > 0 {
             let hits = {
                 let _p = crate::base::profile::span("attack_before");
                 self.attack_before(sps, budget)
@@ -228,7 +228,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         hits
     }
 
-    /// Counterexamples found before the analysis (`attack_first`), one entry
+    /// Counterexamples found before the analysis (`AttackOptions::first`), one entry
     /// per sub-problem: the box centre in float32, then PGD on every disjunct.
     pub(crate) fn attack_before(&self, sps: &[&SubProblem], budget: Budget) -> Vec<Option<Counterexample>> {
         let centres = sps.par_iter().map(|sp| falsify_centre(self.net, sp)).collect();
@@ -251,7 +251,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// nothing rather than failing the batch: the verdicts stay sound,
     /// counterexamples are only missed.
     fn attack_or_nothing(&self, targets: &[Target<'_>], groups: usize, budget: Budget) -> Vec<Option<Counterexample>> {
-        self.attack_batch(targets, groups, self.opts.attack_steps, budget).unwrap_or_else(|_| vec![None; groups])
+        self.attack_batch(targets, groups, self.opts.attack.steps, budget).unwrap_or_else(|_| vec![None; groups])
     }
 
     /// After the analysis: PGD on the first unproved sub-problem of each
@@ -263,7 +263,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         results: &[SlotResult],
         budget: Budget,
     ) -> Vec<Option<Counterexample>> {
-        if self.opts.attack_first || self.opts.attack_steps == 0 {
+        if self.opts.attack.first || self.opts.attack.steps == 0 {
             return vec![None; plans.len()];
         }
         let mut targets = Vec::new();
@@ -271,7 +271,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let Ok(Plan { slots, .. }) = plan else { continue };
             if let Some(&s) = slots.iter().find(|&&s| !results[s].proved) {
                 for disjunct in crate::base::property::weakest_disjuncts(work[s], &results[s].lower, 3) {
-                    for restart in 0..=self.opts.attack_restarts as u32 {
+                    for restart in 0..=self.opts.attack.restarts as u32 {
                         let start = if restart == 0 { Start::Centre } else { Start::Random(restart) };
                         targets.push(Target { sp: work[s], disjunct, group, start });
                     }

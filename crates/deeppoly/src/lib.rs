@@ -37,7 +37,10 @@ pub use base::backend::{
 };
 pub use base::geom::Geom;
 pub use base::ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};
-pub use base::options::{Options, RelaxedOn, Stabilize};
+pub use base::options::{
+    AttackOptions, CrownOptions, GateOptions, Options, PassOptions, PickOptions, RelaxedOn, SearchOptions, Stabilize,
+    StabilizeOptions,
+};
 pub use base::property::{Counterexample, Halfspace, InputBox, Outcome, Property, SubProblem, Verdict};
 pub use base::relax::ReluLower;
 pub use polycert_interval::FloatModel;

@@ -27,7 +27,7 @@ fn cases() -> Vec<Value> {
 /// Certified output bounds over the box `[lo, hi]` (ONNX input order).
 fn output_bounds(m: &Imported, lo: &[f64], hi: &[f64], arith: Arith) -> (Vec<f64>, Vec<f64>) {
     let be = CpuBackend::default();
-    let opts = Options { arith, ..Options::default() };
+    let opts = Options::default().with(|o| o.passes.arith = arith);
     let an = Analyzer::<_, f64>::new(&m.network, &be, opts).unwrap();
     let input = InputBox::new(m.to_ir_input(lo), m.to_ir_input(hi)).unwrap();
     let mut b = an.node_bounds(&input, polycert_deeppoly::base::budget::Budget::UNLIMITED).unwrap();

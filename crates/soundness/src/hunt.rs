@@ -198,8 +198,15 @@ struct Case<'a> {
 /// robustness property at the centre's label verifies, that property.
 fn hunt_case(be: &CpuBackend, case: &Case, steps: usize, shrink: f64, rep: &mut Report) {
     let (net, arith) = (case.net, case.arith);
-    let a =
-        Analyzer::<_, f64>::new(net, be, Options { arith, attack_steps: 0, ..Options::default() }).expect("prepare");
+    let a = Analyzer::<_, f64>::new(
+        net,
+        be,
+        Options::default().with(|o| {
+            o.passes.arith = arith;
+            o.attack.steps = 0;
+        }),
+    )
+    .expect("prepare");
     let Ok(mut bounds) = a.node_bounds(case.input, polycert_deeppoly::base::budget::Budget::UNLIMITED) else { return };
     let (mut lo, mut hi) = bounds.swap_remove(net.output());
     for (l, h) in lo.iter_mut().zip(hi.iter_mut()) {
@@ -233,14 +240,13 @@ fn verifies(be: &CpuBackend, case: &Case, a: &Analyzer<'_, CpuBackend, f64>, lab
     let relus = Analyzer::<_, f64>::new(
         net,
         be,
-        Options {
-            arith,
-            attack_steps: 0,
-            split_inputs: 0,
-            optimize_intermediate: tables,
-            search_memory,
-            ..Options::default()
-        },
+        Options::default().with(|o| {
+            o.passes.arith = arith;
+            o.attack.steps = 0;
+            o.search.split_inputs = 0;
+            o.search.optimize_intermediate = tables;
+            o.search.memory = search_memory;
+        }),
     )
     .expect("prepare");
     let proves = |an: &Analyzer<'_, CpuBackend, f64>| {

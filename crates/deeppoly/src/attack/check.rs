@@ -105,15 +105,12 @@ pub(crate) enum Schedule {
     /// From `2.5/steps`, shrinking to half: explores the box.
     Coarse(usize),
     /// The coarse schedule's first half, then shrinking geometrically to
-    /// [`FINE_END`] of it, so that a run can settle inside a region much
+    /// `AttackOptions::fine_end` of it, so that a run can settle inside a region much
     /// narrower than the box. For random restarts: on ACAS Xu 1_5 property 2
     /// (a sliver about 1% of one input's range wide) 2.6× as many of 200
     /// steps land there (a host experiment, 20,000 starts).
     Fine(usize),
 }
-
-/// The last fine step's size as a share of the coarse phase's last.
-const FINE_END: f64 = 0.01;
 
 impl Schedule {
     pub(crate) fn steps(self) -> usize {
@@ -122,24 +119,21 @@ impl Schedule {
         }
     }
 
-    pub(crate) fn sizes(self) -> Vec<f64> {
+    /// The step sizes, a fine schedule's last `fine_end` of its coarse phase's last.
+    pub(crate) fn sizes(self, fine_end: f64) -> Vec<f64> {
         let n = self.steps();
         let coarse = |s: usize| 2.5 / n as f64 * (1.0 - s as f64 / n as f64 * 0.5);
         let half = n / 2;
         (0..n)
             .map(|s| match self {
                 Self::Fine(_) if n >= 2 && s >= half => {
-                    coarse(half) * FINE_END.powf((s - half + 1) as f64 / (n - half) as f64)
+                    coarse(half) * fine_end.powf((s - half + 1) as f64 / (n - half) as f64)
                 }
                 _ => coarse(s),
             })
             .collect()
     }
 }
-
-/// The margin (relative to the outputs' scale) by which the attack tries
-/// to meet every half-space of a conjunction.
-const HINGE: f64 = 1e-3;
 
 /// `c·y − d`: how far `y` is from meeting the half-space (≤ 0 where it does).
 fn excess(h: &crate::base::property::Halfspace, y: &[f64]) -> f64 {
@@ -157,15 +151,16 @@ pub(crate) fn worst_halfspace(sp: &SubProblem, disjunct: usize, y: &[f64]) -> Op
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
-/// The output gradient of the hinge loss `Σ_k max(0, c_k·y − d_k + HINGE·scale)`
-/// over the half-spaces of `conj` (`k`: the worst, always included): every
+/// The output gradient of the hinge loss `Σ_k max(0, c_k·y − d_k + margin)`
+/// over the half-spaces of `conj` (`k`: the worst, always included; `margin`:
+/// `AttackOptions::hinge` times the outputs' scale): every
 /// half-space not yet met by the margin descends at once. A conjunction's
 /// region can be a sliver where several are nearly equal, around which
 /// chasing the worst alone zigzags.
-pub(crate) fn hinge_seed(conj: &[crate::base::property::Halfspace], y: &[f64], k: usize, scale: f64) -> Vec<f64> {
+pub(crate) fn hinge_seed(conj: &[crate::base::property::Halfspace], y: &[f64], k: usize, margin: f64) -> Vec<f64> {
     let mut seed = conj[k].c.clone();
     for (j, h) in conj.iter().enumerate() {
-        if j != k && excess(h, y) > -HINGE * scale {
+        if j != k && excess(h, y) > -margin {
             seed.iter_mut().zip(&h.c).for_each(|(s, c)| *s += c);
         }
     }
@@ -201,7 +196,7 @@ mod tests {
 
     #[test]
     fn fine_schedule_keeps_the_coarse_half_then_shrinks_to_a_hundredth() {
-        let (coarse, fine) = (Schedule::Coarse(10).sizes(), Schedule::Fine(10).sizes());
+        let (coarse, fine) = (Schedule::Coarse(10).sizes(0.01), Schedule::Fine(10).sizes(0.01));
         // 2.5/10·(1 − s/20): 0.25 at s = 0, 0.1375 at s = 9.
         assert!((coarse[0] - 0.25).abs() < 1e-15 && (coarse[9] - 0.1375).abs() < 1e-15, "{coarse:?}");
         assert_eq!(fine[..5], coarse[..5]);
@@ -209,14 +204,14 @@ mod tests {
         assert!((fine[9] - 0.1875 * 0.01).abs() < 1e-15, "{fine:?}");
         assert!((fine[5] / 0.1875 - 0.01f64.powf(0.2)).abs() < 1e-12, "{fine:?}");
         assert!(fine.windows(2).all(|w| w[1] < w[0]), "{fine:?}");
-        assert_eq!(Schedule::Fine(1).sizes(), Schedule::Coarse(1).sizes());
+        assert_eq!(Schedule::Fine(1).sizes(0.01), Schedule::Coarse(1).sizes(0.01));
     }
 
     /// The conjunction `y_0 ≤ y_1`, `y_0 ≤ y_2` (`y_0 − y_k ≤ 0`) at
     /// `y = (0.5, 0.4996, −1)`: the worst is `y_0 − y_2 = 1.5`; `y_0 − y_1 =
     /// 4e-4` is not met either, so both descend. At `y_1 = 0.6` the first is
     /// met by 0.1 and only the worst descends; at `y_1 = 0.504` it is met by
-    /// 4e-3: enough at scale 1 (margin 1e-3), not at scale 10 (1e-2).
+    /// 4e-3: enough for the margin 1e-3, not for 1e-2.
     #[test]
     fn hinge_seed_adds_the_half_spaces_not_met_by_the_margin() {
         let h = |k: usize| {
@@ -229,10 +224,10 @@ mod tests {
             unsafe_region: vec![conj.to_vec()],
         };
         assert_eq!(worst_halfspace(&sp, 0, &y), Some((1, 1.5)));
-        assert_eq!(hinge_seed(&conj, &y, 1, 1.0), vec![2.0, -1.0, -1.0]);
-        assert_eq!(hinge_seed(&conj, &[0.5, 0.6, -1.0], 1, 1.0), vec![1.0, 0.0, -1.0]);
-        assert_eq!(hinge_seed(&conj, &[0.5, 0.504, -1.0], 1, 1.0), vec![1.0, 0.0, -1.0]);
-        assert_eq!(hinge_seed(&conj, &[0.5, 0.504, -1.0], 1, 10.0), vec![2.0, -1.0, -1.0]);
+        assert_eq!(hinge_seed(&conj, &y, 1, 1e-3), vec![2.0, -1.0, -1.0]);
+        assert_eq!(hinge_seed(&conj, &[0.5, 0.6, -1.0], 1, 1e-3), vec![1.0, 0.0, -1.0]);
+        assert_eq!(hinge_seed(&conj, &[0.5, 0.504, -1.0], 1, 1e-3), vec![1.0, 0.0, -1.0]);
+        assert_eq!(hinge_seed(&conj, &[0.5, 0.504, -1.0], 1, 1e-2), vec![2.0, -1.0, -1.0]);
     }
 
     #[test]

@@ -9,11 +9,12 @@
 //!   leaf's activation pattern nearly closes the disjunct, which a start at
 //!   the centre may never reach (on a flat network, a few hundredths of the
 //!   margin from the centre in every direction). These attacks take at most
-//!   [`CORNER_SHARE`] of the search's time.
+//!   `AttackOptions::corner_share` of the search's time.
 //! - **Exact leaves** (no unstable ReLU left): their minimising corner.
-//! - **Restarts in an input search:** each round, [`RESTARTS`] random
-//!   starts in the search's box, [`RESTART_STEPS`] steps each, with fresh
-//!   seeds, within [`CORNER_SHARE`] of the time. A conjunction's region can
+//! - **Restarts in an input search:** each round,
+//!   `AttackOptions::search_restarts` random starts in the search's box,
+//!   `search_restart_steps` steps each, with fresh seeds, within the same
+//!   share of the time. A conjunction's region can
 //!   be a sliver that PGD from a centre never reaches and that the bounds
 //!   isolate only at the search's end (ACAS Xu 1_5 property 2: on a face of
 //!   the box, about 1% of one input's range wide; in a host experiment about
@@ -32,17 +33,6 @@ use crate::crown::lagrange::{SlotBounds, SplitConstraint};
 use polycert_interval::Fp;
 use std::time::{Duration, Instant};
 
-/// Most leaves per round whose corners start an attack (the weakest).
-const CORNER_LEAVES: usize = 32;
-
-/// Random starts per round of an input search, and their sign steps.
-const RESTARTS: usize = 256;
-const RESTART_STEPS: usize = 200;
-
-/// The share of the search's time its corner attacks may take (and, in an
-/// input search, its restarts).
-pub(crate) const CORNER_SHARE: f64 = 0.05;
-
 /// A leaf's view for its corner: the sub-problem, its half-spaces' lower
 /// bounds, node bounds, split constraints, and per half-space β and slopes.
 pub(crate) struct LeafView<'v, T> {
@@ -58,17 +48,19 @@ pub(crate) struct LeafView<'v, T> {
 pub(crate) struct Share {
     since: Instant,
     spent: Duration,
+    /// The share they may take (`AttackOptions::corner_share`).
+    most: f64,
 }
 
 impl Share {
-    pub fn new() -> Self {
-        Self { since: Instant::now(), spent: Duration::ZERO }
+    pub fn new(most: f64) -> Self {
+        Self { since: Instant::now(), spent: Duration::ZERO, most }
     }
 
     /// Whether an attack may run now: the first round's, and then while
-    /// the attacks have taken under [`CORNER_SHARE`] of the time so far.
+    /// the attacks have taken under their share of the time so far.
     fn allows(&self) -> bool {
-        self.spent.is_zero() || self.spent.as_secs_f64() < CORNER_SHARE * self.since.elapsed().as_secs_f64()
+        self.spent.is_zero() || self.spent.as_secs_f64() < self.most * self.since.elapsed().as_secs_f64()
     }
 }
 
@@ -94,12 +86,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 })
             })
             .collect();
-        let hits = self.attack_batch(&targets, sps.len(), self.opts.attack_steps, budget).ok()?;
+        let hits = self.attack_batch(&targets, sps.len(), self.opts.attack.steps, budget).ok()?;
         hits.into_iter().flatten().next()
     }
 
-    /// PGD from [`RESTARTS`] random points of an input search's box, on
-    /// each of its disjuncts (seeds from `seed` on, which it advances),
+    /// PGD from `AttackOptions::search_restarts` random points of an input
+    /// search's box, on each of its disjuncts (seeds from `seed` on, which it advances),
     /// within the time share.
     pub(crate) fn restart_root(
         &self,
@@ -107,12 +99,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         (share, seed): (&mut Share, &mut u32),
         budget: Budget,
     ) -> Option<Counterexample> {
-        if self.opts.attack_steps == 0 || sp.unsafe_region.is_empty() || !share.allows() {
+        if self.opts.attack.steps == 0 || sp.unsafe_region.is_empty() || !share.allows() {
             return None;
         }
         let t0 = Instant::now();
         let _p = crate::base::profile::span("search.restarts");
-        let per = RESTARTS.div_ceil(sp.unsafe_region.len());
+        let per = self.opts.attack.search_restarts.div_ceil(sp.unsafe_region.len());
         let mut targets = Vec::with_capacity(per * sp.unsafe_region.len());
         for d in 0..sp.unsafe_region.len() {
             for _ in 0..per {
@@ -120,7 +112,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 targets.push(Target { sp, disjunct: d, group: 0, start: Start::Random(*seed) });
             }
         }
-        let hits = self.attack_scheduled(&targets, 1, Schedule::Fine(RESTART_STEPS), budget).ok();
+        let hits =
+            self.attack_scheduled(&targets, 1, Schedule::Fine(self.opts.attack.search_restart_steps), budget).ok();
         share.spent += t0.elapsed();
         hits?.into_iter().flatten().next()
     }
@@ -128,13 +121,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// A leaf with no unstable ReLU left has an exact relaxation: its
     /// minimising corner is tried as a counterexample.
     pub(crate) fn exact_leaf_corner(&self, v: &LeafView<'_, T>) -> Option<Counterexample> {
-        let (_, x) = leaf_corner(self.net, self.opts.relu_lower, v)?;
+        let (_, x) = leaf_corner(self.net, self.opts.passes.relu_lower, v)?;
         let xf = v.sp.input.to_f32_inside(&x);
         crate::attack::check::check_f32(self.net, v.sp, &xf).filter(|c| self.confirm(v.sp, &c.input))
     }
 
     /// PGD from the minimising corners of the weakest open ReLU leaves of a
-    /// round (at most [`CORNER_LEAVES`], one batch), within the time share.
+    /// round (at most `AttackOptions::corner_leaves`, one batch), within
+    /// the time share.
     pub(crate) fn attack_corners(
         &self,
         views: &[LeafView<'_, T>],
@@ -142,7 +136,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         budget: Budget,
     ) -> Option<Counterexample> {
         use rayon::prelude::*;
-        if self.opts.attack_steps == 0 || views.is_empty() || !share.allows() {
+        if self.opts.attack.steps == 0 || views.is_empty() || !share.allows() {
             return None;
         }
         let t0 = Instant::now();
@@ -150,8 +144,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut order: Vec<usize> = (0..views.len()).collect();
         let weakest = |i: usize| crate::base::property::weakest(&views[i].sp.unsafe_region, views[i].lbs);
         order.sort_by(|&a, &b| weakest(a).total_cmp(&weakest(b)));
-        order.truncate(CORNER_LEAVES);
-        let (net, lower) = (self.net, self.opts.relu_lower);
+        order.truncate(self.opts.attack.corner_leaves);
+        let (net, lower) = (self.net, self.opts.passes.relu_lower);
         let corners: Vec<(usize, usize, Vec<f64>)> =
             order.par_iter().filter_map(|&i| leaf_corner(net, lower, &views[i]).map(|(d, x)| (i, d, x))).collect();
         let targets: Vec<Target<'_>> = corners
@@ -159,7 +153,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .enumerate()
             .map(|(g, (i, d, x))| Target { sp: views[*i].sp, disjunct: *d, group: g, start: Start::At(x) })
             .collect();
-        let hits = self.attack_batch(&targets, targets.len(), self.opts.attack_steps, budget).ok();
+        let hits = self.attack_batch(&targets, targets.len(), self.opts.attack.steps, budget).ok();
         share.spent += t0.elapsed();
         hits?.into_iter().flatten().next()
     }

@@ -37,15 +37,6 @@ pub enum Start<'p> {
     At(&'p [f64]),
 }
 
-/// Point counts whose recorded steps are kept, and the most points a kept
-/// one has (a larger one, from a batch of many properties, is dropped after
-/// its attack: its buffers are large and the next batch's count differs).
-const KEPT_GRAPHS: usize = 2;
-const KEPT_POINTS: usize = 64;
-
-/// Most points per chunk of the attack.
-const MAX_POINTS: usize = 4096;
-
 /// Values of every node at the batch's points (`None`: the node aliases
 /// its input, or is the input itself).
 struct Values<Buf> {
@@ -81,7 +72,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok(hits);
         }
         let per_point: usize = self.net.nodes().iter().map(|n| n.shape.numel()).sum::<usize>() * 3 * size_of::<T>();
-        let chunk = (self.memory_budget() / 4 / per_point.max(1)).clamp(1, MAX_POINTS);
+        let chunk = (self.memory_budget() / 4 / per_point.max(1)).clamp(1, self.opts.attack.max_points);
         let mut at = 0;
         while at < targets.len() {
             let todo: Vec<Target<'_>> =
@@ -109,7 +100,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let b = &t.sp.input;
             let seed = if let Start::Random(r) = t.start { r } else { 0 };
             // `--seed` 0 keeps the draws of the earlier fixed seed.
-            let user = self.opts.attack_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let user = self.opts.attack.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let mut rng = crate::base::rng::SplitMix(0x5EED_0000 ^ u64::from(seed) << 32 ^ t.disjunct as u64 ^ user);
             for (i, ((&l, &h), c)) in b.lo.iter().zip(&b.hi).zip(b.centre()).enumerate() {
                 // Inside the box in `T` where it can be; the f32 check nudges.
@@ -126,7 +117,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         let steps = schedule.steps();
-        let alphas: Vec<T> = schedule.sizes().into_iter().map(T::from_f64_nearest).collect();
+        let alphas: Vec<T> = schedule.sizes(self.opts.attack.fine_end).into_iter().map(T::from_f64_nearest).collect();
         let mut active: Vec<bool> = pts.iter().map(|t| hits[t.group].is_none()).collect();
         drop(setup);
         if steps > 2
@@ -185,7 +176,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     rec.unavailable = true;
                     return Ok(false);
                 };
-                if rec.graphs.len() >= KEPT_GRAPHS {
+                if rec.graphs.len() >= self.opts.attack.kept_graphs {
                     rec.graphs.remove(0);
                 }
                 rec.graphs.push(g);
@@ -224,7 +215,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 break;
             }
         }
-        if p > KEPT_POINTS {
+        // A large count (from a batch of many properties) is dropped: its
+        // buffers are large and the next batch's count differs.
+        if p > self.opts.attack.kept_points {
             rec.graphs.remove(at);
         }
         Ok(true)
@@ -262,7 +255,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             if m <= 1e-4 * scale || s == steps {
                 candidates.push(i);
             }
-            let seed = hinge_seed(&t.sp.unsafe_region[t.disjunct], &yp, k, scale);
+            let seed = hinge_seed(&t.sp.unsafe_region[t.disjunct], &yp, k, self.opts.attack.hinge * scale);
             for (o, &c) in seed.iter().enumerate() {
                 seeds[i * n_out + o] = T::from_f64_nearest(c);
             }

@@ -13,12 +13,6 @@ use crate::crown::lagrange::SplitConstraint;
 use polycert_interval::Fp;
 use std::sync::Arc;
 
-/// The most splits of a leaf that refines with its root's slope tables
-/// (`tighten.rs`); deeper leaves keep what they inherit through their prior
-/// bounds. The tables are the root's, and deep leaves' own bounds have moved
-/// away from it (bench/results/2026-11-25-layer-slopes.md).
-const TABLE_DEPTH: usize = 12;
-
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Both halves of each open leaf, and the leaves that could not be halved.
     pub(crate) fn input_children(
@@ -72,7 +66,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) -> Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample> {
         use rayon::prelude::*;
         let _p = crate::base::profile::span("branch.choose");
-        let lower = self.opts.relu_lower;
+        let (lower, depth) = (self.opts.passes.relu_lower, self.opts.search.table_depth);
         let net = self.net;
         // The leaves with bounds and an open half-space, a block of lanes
         // per backward pass (`babsr.rs`); the others have no candidate.
@@ -132,7 +126,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
                     let (prior, after, betas, slopes) =
                         (Some(parent.clone()), Some(s.node), warm.betas.clone(), warm.slopes.clone());
-                    let inter = leaves[i].inter.clone().filter(|_| splits.len() <= TABLE_DEPTH);
+                    let inter = leaves[i].inter.clone().filter(|_| splits.len() <= depth);
                     let sp = shared.clone();
                     let weakest = parent_weakest;
                     let root = leaves[i].root;

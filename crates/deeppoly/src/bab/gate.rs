@@ -8,28 +8,15 @@
 //! gate measures each layer's gain in leaves (the larger of the two shares:
 //! a 256x6 MLP's deep layers lose 13% of their width with none made stable,
 //! and closing them on stability alone left a search with no leaf proved)
-//! and closes a layer whose average falls below [`MIN_GAIN`]; a closed
-//! layer is still refined every [`PROBE_EVERY`]th time, to measure again.
+//! and closes a layer whose average falls below `GateOptions::min_gain`; a
+//! closed layer is still refined every `probe_every`th time, to measure again.
 //! Skipping a layer is sound: its bounds stay the parent's, intersected
 //! with the forward pass.
 
+use crate::base::options::GateOptions;
 use crate::gpupoly::passes::LayerGate;
 use std::cell::RefCell;
 use std::collections::HashMap;
-
-/// The average gain of a layer's refinement in leaves (the larger of the
-/// share of its unstable ReLUs made stable and the share of their summed
-/// width removed) below which the gate closes the layer.
-pub(crate) const MIN_GAIN: f64 = 0.01;
-
-/// Refinements of a layer measured before the gate may close it.
-pub(crate) const WARMUP: u32 = 4;
-
-/// A closed layer is refined (and measured) again once in this many rounds.
-pub(crate) const PROBE_EVERY: u32 = 16;
-
-/// Weight of the newest measurement in a layer's running average.
-const DECAY: f64 = 0.25;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Gain {
@@ -45,6 +32,13 @@ struct Gain {
 #[derive(Debug, Default)]
 pub(crate) struct RefineGate {
     layers: RefCell<HashMap<usize, Gain>>,
+    tune: GateOptions,
+}
+
+impl RefineGate {
+    pub(crate) fn new(tune: GateOptions) -> Self {
+        Self { layers: RefCell::default(), tune }
+    }
 }
 
 impl LayerGate for RefineGate {
@@ -52,10 +46,11 @@ impl LayerGate for RefineGate {
     fn open(&self, p: usize) -> bool {
         let mut layers = self.layers.borrow_mut();
         let g = layers.entry(p).or_default();
-        if g.seen < WARMUP || g.share >= MIN_GAIN {
+        let tune = &self.tune;
+        if g.seen < tune.warmup || g.share >= tune.min_gain {
             return true;
         }
-        if g.skipped + 1 >= PROBE_EVERY {
+        if g.skipped + 1 >= tune.probe_every {
             g.skipped = 0;
             return true;
         }
@@ -74,7 +69,8 @@ impl LayerGate for RefineGate {
         let share = (stabilised as f64 / unstable as f64).max(narrowed);
         let mut layers = self.layers.borrow_mut();
         let g = layers.entry(p).or_default();
-        g.share = if g.seen == 0 { share } else { (1.0 - DECAY) * g.share + DECAY * share };
+        let decay = self.tune.decay;
+        g.share = if g.seen == 0 { share } else { (1.0 - decay) * g.share + decay * share };
         g.seen += 1;
         g.skipped = 0;
     }
@@ -96,14 +92,15 @@ mod tests {
     #[test]
     fn a_layer_that_gains_nothing_closes_after_warmup_and_is_probed() {
         let g = RefineGate::default();
-        for _ in 0..WARMUP {
+        let GateOptions { warmup, probe_every, .. } = GateOptions::default();
+        for _ in 0..warmup {
             assert!(g.open(7));
             g.record(7, 500, 1, 10.0, 9.99);
         }
-        // Closed: skipped PROBE_EVERY − 1 rounds, then refined once more.
-        let opened: Vec<bool> = (0..PROBE_EVERY).map(|_| g.open(7)).collect();
+        // Closed: skipped probe_every − 1 rounds, then refined once more.
+        let opened: Vec<bool> = (0..probe_every).map(|_| g.open(7)).collect();
         assert_eq!(opened.iter().filter(|&&o| o).count(), 1);
-        assert!(opened[PROBE_EVERY as usize - 1]);
+        assert!(opened[probe_every as usize - 1]);
         // A probe that narrows a lot with nothing made stable reopens it
         // (0.75·0.002 + 0.25·0.2 ≥ 1%).
         g.record(7, 100, 0, 10.0, 8.0);

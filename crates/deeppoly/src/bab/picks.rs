@@ -2,28 +2,32 @@
 //! kept per search worker.
 
 use crate::bab::search::Leaf;
+use crate::base::options::PickOptions;
 use crate::base::property::weakest;
 
 /// Which of a ReLU leaf's candidate splits (`branch::relu_candidates`:
 /// BaBSR's, then the first layer's) the search tries. Both pairs of
 /// children are analysed and the better kept, until one candidate wins
 /// under a quarter of the decided parents: then only the other is tried,
-/// with both on every `PROBE`-th parent, so the shares stay current.
+/// with both on every `PickOptions::probe`-th parent, so the shares stay
+/// current.
 #[derive(Default)]
 pub(crate) struct Picks {
     /// Parents split so far.
     pub(crate) parents: usize,
     wins: [usize; 2],
+    tune: PickOptions,
 }
 
 impl Picks {
-    const WARMUP: usize = 32;
-    const PROBE: usize = 8;
+    pub(crate) fn new(tune: PickOptions) -> Self {
+        Self { parents: 0, wins: [0; 2], tune }
+    }
 
     /// The one candidate to try, if the other rarely wins.
     pub(crate) fn only(&self) -> Option<usize> {
         let decided = self.wins[0] + self.wins[1];
-        if decided < Self::WARMUP || self.parents.is_multiple_of(Self::PROBE) {
+        if decided < self.tune.warmup || self.parents.is_multiple_of(self.tune.probe) {
             return None;
         }
         (0..2).find(|&k| 4 * self.wins[1 - k] < decided)
@@ -96,7 +100,7 @@ mod tests {
     /// three quarters or more alone, but for every 8th parent.
     #[test]
     fn picks_try_one_candidate_once_the_other_rarely_wins() {
-        let at = |wins, parents| Picks { parents, wins }.only();
+        let at = |wins, parents| Picks { parents, wins, tune: PickOptions::default() }.only();
         assert_eq!(at([20, 5], 33), None);
         assert_eq!(at([40, 5], 33), Some(0));
         assert_eq!(at([5, 40], 33), Some(1));

@@ -5,7 +5,7 @@
 //! its parent's final node bounds (they hold over it) and keeps only the
 //! disjuncts its parent did not prove.
 //!
-//! - **Input splitting** (networks with at most `Options::split_inputs`
+//! - **Input splitting** (networks with at most `SearchOptions::split_inputs`
 //!   inputs, ACAS Xu-style): a leaf is cut in two along the input with the
 //!   largest smear `|∂m/∂x_i|·w_i` (the gradient, at the box centre, of the
 //!   half-space nearest to closing its weakest disjunct, times the box's
@@ -89,7 +89,7 @@ pub(crate) struct Leaf<T> {
     /// The search root it descends from.
     pub(crate) root: usize,
     /// Its share of the bytes of the bounds and slopes it inherits
-    /// (`Options::search_memory`).
+    /// (`SearchOptions::memory`).
     pub(crate) held: usize,
     /// It holds its root's bounds instead of its parent's: every split is
     /// clamped in when it is analysed.
@@ -127,11 +127,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// How properties the analysis leaves open are searched, if at all.
     pub(crate) fn branching(&self) -> Option<Branching> {
         let n = self.net.input_shape().numel();
-        if self.opts.arith != Arith::Point || n == 0 {
+        if self.opts.passes.arith != Arith::Point || n == 0 {
             None
-        } else if n <= self.opts.split_inputs {
+        } else if n <= self.opts.search.split_inputs {
             Some(Branching::Inputs)
-        } else if self.opts.split_relus && self.net.nodes().iter().any(|n| n.op == Op::Relu) {
+        } else if self.opts.search.split_relus && self.net.nodes().iter().any(|n| n.op == Op::Relu) {
             Some(Branching::Relus)
         } else {
             None
@@ -139,16 +139,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// `budget` as a search of kind `how` spends it: a search with neither
-    /// a deadline nor a leaf limit of its own stops at `Options::max_leaves`
-    /// (input splitting) or `Options::max_relu_leaves` (ReLU splitting)
+    /// a deadline nor a leaf limit of its own stops at `SearchOptions::max_leaves`
+    /// (input splitting) or `SearchOptions::max_relu_leaves` (ReLU splitting)
     /// leaves, and says so in its [`SearchStats::leaf_limit`].
     pub(crate) fn leaf_limited(&self, budget: Budget, how: Branching) -> Budget {
         if budget.deadline().is_some() || budget.leaves().is_some() {
             return budget;
         }
         budget.with_leaves(match how {
-            Branching::Inputs => self.opts.max_leaves,
-            Branching::Relus => self.opts.max_relu_leaves,
+            Branching::Inputs => self.opts.search.max_leaves,
+            Branching::Relus => self.opts.search.max_relu_leaves,
         })
     }
 
@@ -170,8 +170,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             return Ok(Search::Open { timed_out: false });
         };
         let mut start = None;
-        let stabilize = match self.opts.stabilize {
-            _ if how != Branching::Relus || self.opts.optimize_intermediate => false,
+        let stabilize = match self.opts.search.stabilize.when {
+            _ if how != Branching::Relus || self.opts.search.optimize_intermediate => false,
             Stabilize::Off => false,
             Stabilize::On => true,
             Stabilize::Auto => match budget.deadline() {
@@ -188,7 +188,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // The root's bounds, tightened once: every disjunct and leaf
         // inherits them.
         let prior = match how {
-            Branching::Relus if self.opts.optimize_intermediate => {
+            Branching::Relus if self.opts.search.optimize_intermediate => {
                 Some(self.root_prior(&sp.input, budget).map(|(b, s)| (b, Some(Arc::new(s)))))
             }
             Branching::Relus if stabilize => {
@@ -254,7 +254,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .enumerate()
             .map(|(k, (r, weakest))| Leaf { prior: prior.clone(), inter: inter.clone(), weakest, ..Leaf::root(r, k) })
             .collect();
-        let plan = crate::bab::workers::Plan { sp, how, cap, budget };
+        let plan = crate::bab::workers::Plan { sp, how, cap, budget, min_round: self.opts.search.min_round };
         self.run_workers(&plan, open, stats, tally)
     }
 

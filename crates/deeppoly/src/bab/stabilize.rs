@@ -26,17 +26,7 @@ use crate::base::property::{Halfspace, InputBox, SubProblem};
 use crate::gpupoly::forward::RunState;
 use polycert_interval::Fp;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// The share of a search's time that stabilisation may take.
-const SHARE: f64 = 0.25;
-/// The share of its first rung that `Stabilize::Auto`'s plain search has
-/// before the root is stabilised and the search starts again.
-const PLAIN_SHARE: f64 = 0.1;
-/// `Stabilize::Auto`'s first rung: a plain search, a stabilisation and a
-/// search within this much time, before the last stabilisation has a share
-/// of all the time left (bench/results/2026-11-27-stabilize-rungs.md).
-const QUICK_RUNG: Duration = Duration::from_secs(25);
+use std::time::Instant;
 
 /// How `Stabilize::Auto`'s first rung ended.
 pub(crate) enum Rung<T> {
@@ -45,17 +35,6 @@ pub(crate) enum Rung<T> {
     Stabilize(Option<Arc<NodeBounds<T>>>),
 }
 
-/// The most leaves per unstable input a layer's search analyses when no
-/// deadline bounds it.
-const END_LEAVES: usize = 128;
-/// The most leaves per unstable input a layer's search analyses again
-/// within its time share.
-const MAX_END_LEAVES: usize = 8 * 1024;
-/// Layers with more unstable inputs than this are left as they are.
-const MAX_UNSTABLE: usize = 512;
-/// How many times an end that really changes sign has its bound halved.
-const HALVINGS: usize = 3;
-
 /// A layer's input `i` is above (`s = +1`) or below (`s = −1`) `t` over
 /// the box: `t = 0` makes it stable, another `t` (half its bound) narrows
 /// an input that really changes sign.
@@ -63,9 +42,9 @@ type End = (usize, f64, f64);
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// `Stabilize::Auto`'s stages before its last stabilisation, within
-    /// [`QUICK_RUNG`] of `budget`'s time: a plain search on a tenth
-    /// of it, then (where that rung ends before `budget`'s) a stabilisation
-    /// and a search within the rung. A sub-problem they decide is answered;
+    /// `StabilizeOptions::quick_rung` of `budget`'s time: a plain search on
+    /// `plain_share` of it, then (where that rung ends before `budget`'s) a
+    /// stabilisation and a search within the rung. A sub-problem they decide is answered;
     /// else the last stabilisation starts from the rung's bounds, if any.
     pub(crate) fn quick_rung(
         &self,
@@ -74,8 +53,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         budget: Budget,
         stats: &mut SearchStats,
     ) -> Result<Rung<T>, AnalysisError> {
-        let quick = budget.capped(QUICK_RUNG);
-        let plain = quick.share(PLAIN_SHARE);
+        let tune = &self.opts.search.stabilize;
+        let quick = budget.capped(tune.quick_rung);
+        let plain = quick.share(tune.plain_share);
         if let Some(r) = self.stage((sp, lbs), None, plain, budget, stats)? {
             return Ok(Rung::Decided(r));
         }
@@ -127,7 +107,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// A ReLU search root's node bounds: both passes' (within `start`, bounds
     /// that hold over the box), with the unstable ReLU inputs proved stable
     /// clamped at 0, layer by layer (see the module's notes), within
-    /// `SHARE` of `budget`'s time.
+    /// `StabilizeOptions::share` of `budget`'s time.
     pub(crate) fn stable_prior(
         &self,
         input: &InputBox,
@@ -135,7 +115,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         start: Option<&NodeBounds<T>>,
     ) -> Result<NodeBounds<T>, AnalysisError> {
         let _p = crate::base::profile::span("stabilize");
-        let stage = budget.share(SHARE);
+        let stage = budget.share(self.opts.search.stabilize.share);
         let mut st = self.refined_root(input, start, budget)?;
         let live = crate::base::progress::Progress::stabilizing(self.opts.progress.as_deref());
         let nodes = self.net.nodes();
@@ -188,7 +168,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             b.dev = None;
             self.forward_range(&mut st, p, last)?;
-            if self.opts.refine {
+            if self.opts.passes.refine {
                 self.refine_all(&mut st, &[0], &[Some(p)], &[], None, budget)?;
             }
         }
@@ -215,18 +195,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         (p, unstable): (usize, &[usize]),
         (stage, until): (Budget, Budget),
     ) -> Result<(Vec<End>, usize), AnalysisError> {
-        if unstable.len() > MAX_UNSTABLE {
+        let tune = &self.opts.search.stabilize;
+        if unstable.len() > tune.max_unstable {
             return Ok((Vec::new(), 0));
         }
         let n = st.bounds[p].lo.len();
         let net = self.net.prefix(p);
-        let opts = crate::base::options::Options {
-            timeout: None,
-            optimize_intermediate: false,
-            stabilize: crate::base::options::Stabilize::Off,
-            progress: None,
-            ..self.opts.clone()
-        };
+        let opts = self.opts.clone().with(|o| {
+            o.timeout = None;
+            o.search.optimize_intermediate = false;
+            o.search.stabilize.when = crate::base::options::Stabilize::Off;
+            o.progress = None;
+        });
         let cut = Analyzer::new(&net, self.backend, opts)?;
         // Input splitting takes the ends as one root: no end by end answer.
         if cut.branching() != Some(Branching::Relus) {
@@ -253,7 +233,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let ends: Vec<End> = unstable.iter().flat_map(|&i| [(i, 1.0, 0.0), (i, -1.0, 0.0)]).collect();
         let (todo, reached) = attack(&ends);
         // Within a time share the roots' limits bound the leaves.
-        let until = if until.deadline().is_some() { until } else { until.with_leaves(END_LEAVES * unstable.len()) };
+        let until = if until.deadline().is_some() {
+            until
+        } else {
+            until.with_leaves(tune.end_leaves.saturating_mul(unstable.len()))
+        };
         let mut proved = cut.prove_ends(input, &prior, todo, until, side)?;
         // An input that really changes sign: narrow its bound on that side
         // by halves, while the halves are proved.
@@ -268,7 +252,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .iter()
             .filter_map(|&(i, s, _)| half((i, s, (if s > 0.0 { lo[i] } else { hi[i] }).to_f64_exact())))
             .collect();
-        for _ in 0..HALVINGS {
+        for _ in 0..tune.halvings {
             if level.is_empty() || until.expired() {
                 break;
             }
@@ -281,10 +265,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// The ends of `todo` that one proofs-only search on this (cut) network
-    /// proves, each end a root with at most `END_LEAVES` leaves. With time
-    /// left in the layer's share, the ends given up at that limit are
-    /// searched again with four times as many (256x4 prop_6_0.05's last
-    /// layer: 61 of 217 in 11 s of 22).
+    /// proves, each end a root with at most `StabilizeOptions::end_leaves`
+    /// leaves. With time left in the layer's share, the ends given up at
+    /// that limit are searched again with four times as many (256x4
+    /// prop_6_0.05's last layer: 61 of 217 in 11 s of 22), up to
+    /// `max_end_leaves`.
     fn prove_ends(
         &self,
         input: &InputBox,
@@ -294,7 +279,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         side: impl Fn(&End) -> Vec<Halfspace>,
     ) -> Result<Vec<End>, AnalysisError> {
         let mut proved = Vec::new();
-        let (mut todo, mut limit) = (todo, END_LEAVES);
+        let tune = &self.opts.search.stabilize;
+        let (mut todo, mut limit) = (todo, tune.end_leaves);
         while !todo.is_empty() {
             let sp = SubProblem { input: input.clone(), unsafe_region: todo.iter().map(&side).collect() };
             let mut tally = RootTally::proofs_only(limit);
@@ -306,7 +292,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let done = tally.proved();
             proved.extend(todo.iter().zip(&done).filter(|e| *e.1).map(|e| *e.0));
             let late = until.deadline().is_none() || until.expired();
-            if late || limit >= MAX_END_LEAVES {
+            if late || limit >= tune.max_end_leaves {
                 break;
             }
             todo = todo
@@ -316,7 +302,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 .filter(|((_, d), a)| !**d && **a >= limit)
                 .map(|((e, _), _)| *e)
                 .collect();
-            limit *= 4;
+            limit = limit.saturating_mul(4);
         }
         Ok(proved)
     }

@@ -14,6 +14,7 @@
 use crate::attack::falsify::Share;
 use crate::bab::gate::RefineGate;
 use crate::bab::openlist::{OpenList, weakest_of};
+use crate::bab::picks::Picks;
 use crate::bab::search::{Branching, Leaf, RootTally, Search};
 use crate::base::analyzer::{AnalysisError, Analyzer};
 use crate::base::backend::{Backend, BackendError};
@@ -25,11 +26,6 @@ use polycert_interval::Fp;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-/// The fewest leaves a worker takes while more are open: a round's fixed
-/// costs (kernel launches and syncs per layer) make small rounds dear
-/// (bench/results/2026-11-26-search-workers.md).
-const MIN_ROUND: usize = 64;
-
 /// What every worker of one search shares, read-only.
 pub(crate) struct Plan<'s> {
     /// The sub-problem searched (input restarts attack it).
@@ -39,11 +35,14 @@ pub(crate) struct Plan<'s> {
     pub cap: usize,
     /// Its deadline and leaf limit.
     pub budget: Budget,
+    /// The fewest leaves a worker takes while more are open
+    /// (`SearchOptions::min_round`).
+    pub min_round: usize,
 }
 
 /// A worker's own steering state (heuristics only).
 pub(crate) struct WorkerState {
-    pub picks: crate::bab::picks::Picks,
+    pub picks: Picks,
     pub gate: Option<RefineGate>,
     pub share: Share,
     pub restarts: (Share, u32),
@@ -82,10 +81,6 @@ impl<T> Default for Round<T> {
     }
 }
 
-/// Open leaves left at a search's end from which they are freed on a
-/// thread of their own.
-const FREE_APART: usize = 4096;
-
 /// The shared open list and the search's accounting.
 struct Pool<'t, T> {
     open: OpenList<T>,
@@ -106,7 +101,7 @@ struct Pool<'t, T> {
     stats: &'t mut SearchStats,
     tally: &'t mut RootTally,
     /// Bytes the open leaves hold in inherited bounds (`Leaf::held`), and
-    /// the most they may (`Options::search_memory`).
+    /// the most they may (`SearchOptions::memory`).
     held: usize,
     memory: usize,
     /// Per root, its analysed bounds (its first children's prior), which
@@ -189,9 +184,9 @@ impl<'t, T> Shared<'t, '_, T> {
                 }
             }
             // With several workers, a round takes its share of a short
-            // list, but not under `MIN_ROUND` leaves. A parent's candidate
+            // list, but not under `min_round` leaves. A parent's candidate
             // children are analysed together.
-            let share = p.open.len().div_ceil(self.workers.load(Ordering::Relaxed)).max(MIN_ROUND);
+            let share = p.open.len().div_ceil(self.workers.load(Ordering::Relaxed)).max(plan.min_round);
             let take = plan.cap.min(share);
             let mut cut = p.open.len().saturating_sub(take);
             let open = p.open.leaves();
@@ -275,10 +270,10 @@ impl<'t, T> Shared<'t, '_, T> {
 }
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Search workers asked for: `Options::search_workers`, else the
+    /// Search workers asked for: `SearchOptions::workers`, else the
     /// backend's.
     fn worker_count(&self) -> usize {
-        self.opts.search_workers.unwrap_or_else(|| self.backend.search_workers()).max(1)
+        self.opts.search.workers.unwrap_or_else(|| self.backend.search_workers()).max(1)
     }
 
     /// Runs the search of `plan` from the leaves `open` with this analyzer
@@ -295,7 +290,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let roots = tally.outstanding.len();
         let pool = Pool {
             held: open.iter().map(|l| l.held).sum(),
-            memory: self.opts.search_memory.unwrap_or(usize::MAX),
+            memory: self.opts.search.memory.unwrap_or(usize::MAX),
             root_bounds: vec![None; roots],
             open: OpenList::new(open),
             stuck: 0,
@@ -344,7 +339,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let left = open.len();
         // Freeing a long open list's bounds takes seconds (580k leaves of
         // 256x6 after 300 s): not on the way to the answer.
-        if left >= FREE_APART {
+        if left >= self.opts.search.free_apart {
             // Where no thread can be started, the list is freed here.
             let _ = std::thread::Builder::new().name("free-open-leaves".into()).spawn(move || drop(open));
         }
@@ -381,10 +376,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     fn work(&self, shared: &Shared<'_, '_, T>) {
         let plan = shared.plan;
         let mut w = WorkerState {
-            picks: Default::default(),
-            gate: (plan.how == Branching::Relus && self.opts.gate_refinement).then(RefineGate::default),
-            share: Share::new(),
-            restarts: (Share::new(), 0),
+            picks: Picks::new(self.opts.search.picks.clone()),
+            gate: (plan.how == Branching::Relus && self.opts.search.gate.on)
+                .then(|| RefineGate::new(self.opts.search.gate.clone())),
+            share: Share::new(self.opts.attack.corner_share),
+            restarts: (Share::new(self.opts.attack.corner_share), 0),
         };
         while let Some((leaves, weakest)) = shared.take() {
             let n = leaves.len();

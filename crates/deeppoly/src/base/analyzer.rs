@@ -7,7 +7,7 @@ use crate::base::options::Options;
 use crate::base::property::PropertyError;
 use polycert_interval::Fp;
 
-/// The most sub-problems analysed together (`Options::batch`).
+/// The most sub-problems analysed together (`PassOptions::batch`).
 pub const MAX_BATCH: usize = 1024;
 
 /// The largest default batch a backend's [`RuntimeOps::batch_neurons`](crate::base::backend::RuntimeOps::batch_neurons) gives.
@@ -117,8 +117,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let mut params = Vec::with_capacity(net.nodes().len());
         for node in net.nodes() {
             let p = match &node.op {
-                Op::Dense { weight, bias, .. } => affine_params(backend, &node.name, weight, bias, opts.arith)?,
-                Op::Conv2d(c) => affine_params(backend, &node.name, &c.weight, &c.bias, opts.arith)?,
+                Op::Dense { weight, bias, .. } => affine_params(backend, &node.name, weight, bias, opts.passes.arith)?,
+                Op::Conv2d(c) => affine_params(backend, &node.name, &c.weight, &c.bias, opts.passes.arith)?,
                 Op::AvgPool2d(p) => {
                     let conv = avgpool_sum(node.shape.c, p);
                     let w = backend.upload(&to_t::<T>(&node.name, &conv.weight)?)?;
@@ -146,19 +146,19 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     pub(crate) fn memory_budget(&self) -> usize {
-        self.opts.memory_budget.unwrap_or_else(|| self.backend.memory_budget())
+        self.opts.passes.memory_budget.unwrap_or_else(|| self.backend.memory_budget())
     }
 
     /// How many properties [`Analyzer::analyze_batch`] should take at once:
-    /// `Options::batch`, else as many run states as a quarter of the memory
+    /// `PassOptions::batch`, else as many run states as a quarter of the memory
     /// budget holds, at most the backend's [`RuntimeOps::batch_hint`](crate::base::backend::RuntimeOps::batch_hint) (or, on
     /// small networks, what its [`RuntimeOps::batch_neurons`](crate::base::backend::RuntimeOps::batch_neurons) allows). The
     /// interval arithmetic runs one property at a time.
     pub fn batch_capacity(&self) -> usize {
-        if self.opts.arith == Arith::Interval {
+        if self.opts.passes.arith == Arith::Interval {
             return 1;
         }
-        if let Some(b) = self.opts.batch {
+        if let Some(b) = self.opts.passes.batch {
             return b.clamp(1, MAX_BATCH);
         }
         let neurons: usize = self.net.nodes().iter().map(|n| n.shape.numel()).sum();

@@ -27,6 +27,8 @@ pub(crate) struct Clock {
     last: Option<usize>,
 }
 
+// TRIALS and RETRY are not in `Options`: they steer only when `Auto`
+// measures; `CrownOptions::relaxed_on` is the setting.
 impl Clock {
     /// Rounds each evaluator is timed on before the choice.
     const TRIALS: usize = 3;

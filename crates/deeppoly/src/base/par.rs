@@ -11,7 +11,8 @@
 use rayon::prelude::*;
 
 /// Elementary operations (a multiply-add, a comparison) below which a
-/// loop runs on the calling thread.
+/// loop runs on the calling thread. Not in `Options`: the CPU backend's
+/// kernels ask [`worth`] too, with no options at hand.
 pub const SERIAL_WORK: usize = 1 << 14;
 
 /// Operations per value of a per-value loop (a relaxation's few

@@ -294,7 +294,7 @@ pub struct SearchStats {
     /// closed a disjunct. Over several sub-problems, the smallest of theirs.
     pub best_bound: f64,
     /// Leaves that kept only their root's bounds for want of search memory
-    /// (`Options::search_memory`).
+    /// (`SearchOptions::memory`).
     pub leaves_from_root: usize,
     /// The leaf limit that ended the search, where one did (a search
     /// without a deadline has one: [`crate::base::budget::Budget`]).

@@ -29,7 +29,7 @@ pub fn attack_first_consistent<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
         let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
             .expect("prop");
         let after = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare").analyze(&prop).expect("run");
-        let first = Analyzer::<B, T>::new(&net, be, Options { attack_first: true, ..opts(arith) })
+        let first = Analyzer::<B, T>::new(&net, be, opts(arith).with(|o| o.attack.first = true))
             .expect("prepare")
             .analyze(&prop)
             .expect("run");
@@ -144,7 +144,8 @@ pub fn attack_finds_hidden_counterexamples<B: Backend<T>, T: Fp>(be: &B) {
         .collect();
     let refs: Vec<&Property> = props.iter().collect();
     for attack_first in [false, true] {
-        let a = Analyzer::<B, T>::new(&net, be, Options { attack_first, ..Options::default() }).expect("prepare");
+        let a = Analyzer::<B, T>::new(&net, be, Options::default().with(|o| o.attack.first = attack_first))
+            .expect("prepare");
         let out = a.analyze_batch(&refs);
         for (((l, h), o), p) in boxes.iter().zip(out).zip(&props) {
             let o = o.expect("analysis");

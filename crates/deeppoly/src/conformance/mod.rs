@@ -35,7 +35,10 @@ pub use stabilize::{
 /// The suite's options: the α/β search's relaxed bounds on the backend
 /// under test (its default picks the host for dense networks).
 pub(crate) fn opts(arith: Arith) -> Options {
-    Options { arith, relaxed_on: crate::base::options::RelaxedOn::Backend, ..Options::default() }
+    Options::default().with(|o| {
+        o.passes.arith = arith;
+        o.crown.relaxed_on = crate::base::options::RelaxedOn::Backend;
+    })
 }
 
 /// The paper's 2-2-2-2 example: `u` of the second affine layer's first
@@ -65,7 +68,10 @@ pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith
     // Without early termination: rows stop at different steps otherwise.
     // (The point arithmetic's folded error grows with the inner length,
     // which densifying also changes: compare it in f64 only.)
-    let o = Options { network_float: polycert_interval::FloatModel::EXACT, early_termination: false, ..opts(arith) };
+    let o = opts(arith).with(|o| {
+        o.passes.network_float = polycert_interval::FloatModel::EXACT;
+        o.passes.early_termination = false;
+    });
     let a = Analyzer::<B, T>::new(&net, be, o.clone()).expect("prepare");
     let d = Analyzer::<B, T>::new(&dense, be, o).expect("prepare");
     let (bs, bd) = (
@@ -114,11 +120,11 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arit
         let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
             .expect("prop");
         let on = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare").analyze(&prop).expect("run");
-        let off = Analyzer::<B, T>::new(&net, be, Options { early_termination: false, ..opts(arith) })
+        let off = Analyzer::<B, T>::new(&net, be, opts(arith).with(|o| o.passes.early_termination = false))
             .expect("prepare")
             .analyze(&prop)
             .expect("run");
-        let tiny = Analyzer::<B, T>::new(&net, be, Options { memory_budget: Some(1), ..opts(arith) })
+        let tiny = Analyzer::<B, T>::new(&net, be, opts(arith).with(|o| o.passes.memory_budget = Some(1)))
             .expect("prepare")
             .analyze(&prop)
             .expect("run");
@@ -241,7 +247,7 @@ pub fn batch_equals_alone<B: Backend<T>, T: Fp>(be: &B) {
         }
         let refs: Vec<&Property> = props.iter().collect();
         for budget in [None, Some(1)] {
-            let a = Analyzer::<B, T>::new(&net, be, Options { memory_budget: budget, ..opts(Arith::Point) })
+            let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point).with(|o| o.passes.memory_budget = budget))
                 .expect("prepare");
             for (p, got) in props.iter().zip(a.analyze_batch(&refs)) {
                 let (got, alone) = (got.expect("batched"), a.analyze(p).expect("alone"));
@@ -306,7 +312,10 @@ pub fn zero_margin_is_never_verified<B: Backend<T>, T: Fp>(be: &B, arith: Arith)
         let prop = Property::robustness("p", InputBox::new(vec![0.5], vec![1.0]).expect("box"), 0, 2).expect("prop");
         // Exact network semantics make the bound exactly 0: only the strict test keeps it unproved.
         for (attack_steps, network_float) in [(0, FloatModel::EXACT), (0, FloatModel::F32), (20, FloatModel::F32)] {
-            let o = Options { attack_steps, network_float, ..opts(arith) };
+            let o = opts(arith).with(|o| {
+                o.attack.steps = attack_steps;
+                o.passes.network_float = network_float;
+            });
             let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
             let o = a.analyze(&prop).expect("analysis");
             assert!(!matches!(o.verdict, Verdict::Verified), "{w:?} {b:?}: a zero margin was verified");

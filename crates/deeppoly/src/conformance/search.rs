@@ -28,20 +28,26 @@ fn relu_difference() -> (Network, Property) {
 pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let (net, prop) = relu_difference();
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
-    let one_pass = run(Options { split_inputs: 0, split_relus: false, ..opts(Arith::Point) });
+    let one_pass = run(opts(Arith::Point).with(|o| {
+        o.search.split_inputs = 0;
+        o.search.split_relus = false;
+    }));
     assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
     assert!(one_pass.search.is_none());
     let split = run(opts(Arith::Point));
     assert_eq!(split.verdict, Verdict::Verified);
     let s = split.search.expect("search ran");
     assert!(s.leaves_proved >= 2 && s.leaves_open == 0, "{s:?}");
-    let capped = run(Options { max_leaves: 1, ..opts(Arith::Point) });
+    let capped = run(opts(Arith::Point).with(|o| o.search.max_leaves = 1));
     assert_eq!(capped.verdict, Verdict::Unknown);
     let c = capped.search.expect("search ran");
     assert!(c.leaves_open >= 1 && c.leaf_limit == Some(1), "{c:?}");
     assert_eq!(s.leaf_limit, None, "a finished search names no limit");
     // With a deadline, the leaf limit of a search without one does not apply.
-    let timed = Options { max_leaves: 1, timeout: Some(std::time::Duration::from_secs(60)), ..opts(Arith::Point) };
+    let timed = opts(Arith::Point).with(|o| {
+        o.search.max_leaves = 1;
+        o.timeout = Some(std::time::Duration::from_secs(60));
+    });
     let t = run(timed);
     assert_eq!(t.verdict, Verdict::Verified, "{:?}", t.search);
     assert_eq!(t.search.expect("search ran").leaf_limit, None);
@@ -55,7 +61,7 @@ pub fn input_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
 pub fn batch_streams_outcomes<B: Backend<T>, T: Fp>(be: &B) {
     let (net, prop) = relu_difference();
     let progress = std::sync::Arc::new(crate::base::progress::Progress::default());
-    let o = Options { progress: Some(progress.clone()), ..opts(Arith::Point) };
+    let o = opts(Arith::Point).with(|o| o.progress = Some(progress.clone()));
     let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
     let props = [&prop, &prop, &prop];
     let mut seen = Vec::new();
@@ -108,12 +114,12 @@ fn relu_minus_half<B: Backend<T>, T: Fp>(be: &B) -> impl Fn(Options, f64) -> cra
 pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     let n = 17;
     let run = relu_minus_half(be);
-    let fixed = Options { optimize_slopes: false, ..opts(Arith::Point) };
-    let one_pass = run(Options { split_relus: false, ..fixed.clone() }, -0.25);
+    let fixed = opts(Arith::Point).with(|o| o.crown.optimize_slopes = false);
+    let one_pass = run(fixed.clone().with(|o| o.search.split_relus = false), -0.25);
     assert_eq!(one_pass.verdict, Verdict::Unknown, "the test needs a property one pass cannot prove");
     assert!(one_pass.lower_bounds[0] < -8.0, "{:?}", one_pass.lower_bounds);
     let progress = std::sync::Arc::new(crate::base::progress::Progress::default());
-    let split = run(Options { progress: Some(progress.clone()), ..fixed.clone() }, -0.25);
+    let split = run(fixed.clone().with(|o| o.progress = Some(progress.clone())), -0.25);
     assert_eq!(split.verdict, Verdict::Verified);
     let s = split.search.expect("search ran");
     assert!(s.leaves_proved == 2 && s.leaves_open == 0, "{s:?}");
@@ -125,7 +131,7 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     // y = |s|/2 meets y ≤ 0 at s = 0: falsified or open, never verified.
     let tie = run(fixed.clone(), 0.0);
     assert!(!matches!(tie.verdict, Verdict::Verified), "{:?}", tie.verdict);
-    let capped = run(Options { max_relu_leaves: 1, ..fixed.clone() }, -0.25);
+    let capped = run(fixed.clone().with(|o| o.search.max_relu_leaves = 1), -0.25);
     assert_eq!(capped.verdict, Verdict::Unknown);
     // Its two open children count with their parent's bound, the root's.
     let c = capped.search.expect("search ran");
@@ -151,11 +157,11 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
 /// minimum 0), and still never verify the tie `y ≤ 0`.
 pub fn optimised_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
     let run = relu_minus_half(be);
-    let one = Options { split_relus: false, ..opts(Arith::Point) };
+    let one = opts(Arith::Point).with(|o| o.search.split_relus = false);
     let got = run(one.clone(), -0.25);
     assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.lower_bounds);
     assert!(got.lower_bounds[0] > 0.0 && got.search.is_none(), "{:?}", got.lower_bounds);
-    let no_alpha = run(Options { optimize_slopes: false, ..one.clone() }, -0.25);
+    let no_alpha = run(one.clone().with(|o| o.crown.optimize_slopes = false), -0.25);
     assert!(no_alpha.lower_bounds[0] < -8.0, "{:?}", no_alpha.lower_bounds);
     for o in [one, opts(Arith::Point)] {
         let tie = run(o, 0.0);
@@ -180,7 +186,7 @@ pub fn exact_leaf_corner_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
     p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![-1.0, 0.0], -16.5)]];
-    let o = Options { attack_steps: 0, ..opts(Arith::Point) };
+    let o = opts(Arith::Point).with(|o| o.attack.steps = 0);
     let got = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
     let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
     assert!(c.input.iter().all(|&v| v == 1.0), "{:?}", c.input);
@@ -204,13 +210,13 @@ pub fn corner_attack_falsifies<B: Backend<T>, T: Fp>(be: &B) {
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
     p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
-    let one_leaf = Options { max_relu_leaves: 1, ..opts(Arith::Point) };
+    let one_leaf = opts(Arith::Point).with(|o| o.search.max_relu_leaves = 1);
     let got = run(one_leaf.clone());
     let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
     assert!(c.input.iter().map(|&v| v as f64).sum::<f64>() >= 16.0, "{:?}", c.input);
     assert!(c.output[0] <= 0.0, "{:?}", c.output);
-    assert_eq!(run(Options { split_relus: false, ..one_leaf.clone() }).verdict, Verdict::Unknown);
-    assert_eq!(run(Options { attack_steps: 0, ..one_leaf }).verdict, Verdict::Unknown);
+    assert_eq!(run(one_leaf.clone().with(|o| o.search.split_relus = false)).verdict, Verdict::Unknown);
+    assert_eq!(run(one_leaf.with(|o| o.attack.steps = 0)).verdict, Verdict::Unknown);
 }
 
 /// `y = 1 − 64·relu(x_0 − 15/16)` over `[−1, 1]²`: `y ≤ 0` only where
@@ -229,15 +235,22 @@ pub fn restarts_falsify_a_sliver<B: Backend<T>, T: Fp>(be: &B) {
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
     p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], 0.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
-    let one_leaf = Options { max_leaves: 1, ..opts(Arith::Point) };
+    let one_leaf = opts(Arith::Point).with(|o| o.search.max_leaves = 1);
     let got = run(one_leaf.clone());
     let Verdict::Falsified(c) = got.verdict else { panic!("{:?} {:?}", got.verdict, got.search) };
     assert!(c.input[0] as f64 >= 0.953125, "{:?}", c.input);
     assert!(c.output[0] <= 0.0, "{:?}", c.output);
     let s = got.search.expect("search ran");
     assert_eq!((s.branching, s.leaves_proved), ("input", 0), "{s:?}");
-    assert_eq!(run(Options { split_inputs: 0, split_relus: false, ..one_leaf.clone() }).verdict, Verdict::Unknown);
-    assert_eq!(run(Options { attack_steps: 0, ..one_leaf }).verdict, Verdict::Unknown);
+    assert_eq!(
+        run(one_leaf.clone().with(|o| {
+            o.search.split_inputs = 0;
+            o.search.split_relus = false;
+        }))
+        .verdict,
+        Verdict::Unknown
+    );
+    assert_eq!(run(one_leaf.with(|o| o.attack.steps = 0)).verdict, Verdict::Unknown);
 }
 
 /// `y = q − relu(q)` with `q = relu(s) − s/2 = |s|/2`, `s = Σ x_i` over
@@ -261,14 +274,18 @@ pub fn intermediate_slopes_prove<B: Backend<T>, T: Fp>(be: &B) {
     let mut p = Property::robustness("p", input, 0, 2).expect("prop");
     p.subproblems[0].unsafe_region = vec![vec![crate::base::property::Halfspace::new(vec![1.0, 0.0], -1.0)]];
     let run = |o: Options| Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&p).expect("analysis");
-    let one_leaf = Options { max_relu_leaves: 1, attack_steps: 0, optimize_intermediate: true, ..opts(Arith::Point) };
+    let one_leaf = opts(Arith::Point).with(|o| {
+        o.search.max_relu_leaves = 1;
+        o.attack.steps = 0;
+        o.search.optimize_intermediate = true;
+    });
     let got = run(one_leaf.clone());
     assert_eq!(got.verdict, Verdict::Verified, "{:?}", got.search);
     let s = got.search.expect("search ran");
     assert_eq!((s.leaves_proved, s.leaves_open), (1, 0), "{s:?}");
-    let plain = run(Options { optimize_intermediate: false, ..one_leaf.clone() });
+    let plain = run(one_leaf.clone().with(|o| o.search.optimize_intermediate = false));
     assert_eq!(plain.verdict, Verdict::Unknown, "{:?}", plain.search);
-    assert_eq!(run(Options { split_relus: false, ..one_leaf }).verdict, Verdict::Unknown);
+    assert_eq!(run(one_leaf.with(|o| o.search.split_relus = false)).verdict, Verdict::Unknown);
 }
 
 /// `y = relu(q)` with `q = relu(s) − s/2` and `s = x` (one input): the
@@ -315,7 +332,7 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
     let got = be.download(lam_lo).expect("download");
     let b = &st.bounds[s];
     for (k, &g) in got.iter().enumerate() {
-        assert_eq!(g, crate::base::relax::relu_relax(b.lo[k], b.hi[k], a.opts.relu_lower).lam_lo, "slot {k}");
+        assert_eq!(g, crate::base::relax::relu_relax(b.lo[k], b.hi[k], a.opts.passes.relu_lower).lam_lo, "slot {k}");
     }
 }
 
@@ -325,15 +342,16 @@ pub fn refinement_uses_layer_slopes<B: Backend<T>, T: Fp>(be: &B) {
 /// root slot beside it is refined all the same, and the gate's probe
 /// refines the leaf too and measures it.
 pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
-    use crate::bab::gate::{PROBE_EVERY, RefineGate, WARMUP};
+    use crate::bab::gate::RefineGate;
     use crate::gpupoly::passes::LayerGate;
+    let crate::base::options::GateOptions { warmup, probe_every, .. } = Default::default();
     let (net, [s, _, q]) = refinement_net();
     let input = InputBox::new(vec![-1.0], vec![1.0]).expect("box");
     let a = Analyzer::<B, T>::new(&net, be, opts(Arith::Point)).expect("prepare");
     let after = [None, Some(s)];
     let f = |v: T| v.to_f64_exact();
     let closed = RefineGate::default();
-    for _ in 0..WARMUP {
+    for _ in 0..warmup {
         closed.record(q, 100, 0, 1.0, 1.0);
     }
     let mut st = a.forward_pass(&[&input, &input]).expect("forward");
@@ -343,11 +361,11 @@ pub fn gated_leaves_skip_a_layer<B: Backend<T>, T: Fp>(be: &B) {
     let hi: Vec<f64> = st.bounds[q].hi.iter().map(|&v| f(v)).collect();
     assert!((0.5..=0.5 + 1e-5).contains(&hi[0]), "root refined: q ≤ {}", hi[0]);
     assert_eq!(hi[1], before, "gated leaf keeps its forward bound");
-    // A closed layer's probe (every PROBE_EVERY-th round, the skip above
+    // A closed layer's probe (every probe_every-th round, the skip above
     // being the first) refines the leaf and measures it: narrowed from
-    // [−½, ≥0.6] to [−½, ½], the average gain passes MIN_GAIN and the
+    // [−½, ≥0.6] to [−½, ½], the average gain passes min_gain and the
     // layer opens again.
-    for _ in 2..PROBE_EVERY {
+    for _ in 2..probe_every {
         assert!(!closed.open(q));
     }
     let mut st = a.forward_pass(&[&input, &input]).expect("forward");
@@ -377,15 +395,14 @@ fn mlp_robustness(seed: u64, eps: f64) -> (Network, Property) {
 pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
     let (net, prop) = mlp_robustness(31, 0.02);
     let run = |on| {
-        let o = Options {
-            relaxed_on: on,
-            batch: Some(64),
-            max_relu_leaves: 2000,
-            attack_steps: 0,
+        let o = opts(Arith::Point).with(|o| {
+            o.crown.relaxed_on = on;
+            o.passes.batch = Some(64);
+            o.search.max_relu_leaves = 2000;
+            o.attack.steps = 0;
             // One worker: the same search, leaf for leaf.
-            search_workers: Some(1),
-            ..opts(Arith::Point)
-        };
+            o.search.workers = Some(1);
+        });
         Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis")
     };
     let (h, r) = (run(crate::base::options::RelaxedOn::Host), run(crate::base::options::RelaxedOn::HostRows));
@@ -404,8 +421,11 @@ pub fn host_rows_search_agrees<B: Backend<T>, T: Fp>(be: &B) {
 pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     let (net, prop) = mlp_robustness(7, 0.065);
     let run = |workers, leaves| {
-        let o =
-            Options { batch: Some(8), max_relu_leaves: leaves, search_workers: Some(workers), ..opts(Arith::Point) };
+        let o = opts(Arith::Point).with(|o| {
+            o.passes.batch = Some(8);
+            o.search.max_relu_leaves = leaves;
+            o.search.workers = Some(workers);
+        });
         let r = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
         let s = r.search.expect("search ran");
         (r.verdict, s)
@@ -425,7 +445,10 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     assert!(s3.best_bound <= 0.0 && s3.best_bound.is_finite(), "{s3:?}");
     // A search that analyses no leaf reports its roots (one per disjunct)
     // with the bounds of the analysis before it, not with −∞.
-    let o = Options { max_relu_leaves: 0, search_workers: Some(2), ..opts(Arith::Point) };
+    let o = opts(Arith::Point).with(|o| {
+        o.search.max_relu_leaves = 0;
+        o.search.workers = Some(2);
+    });
     let r = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
     let s0 = r.search.expect("search ran");
     let roots = crate::base::property::weakest(&prop.subproblems[0].unsafe_region, &r.lower_bounds);
@@ -433,7 +456,11 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     assert_eq!(s0.best_bound, roots, "{s0:?}");
     // With no search memory, every child keeps only its root's bounds,
     // with all its splits clamped in: looser, and still proved.
-    let o = Options { batch: Some(8), search_memory: Some(0), search_workers: Some(2), ..opts(Arith::Point) };
+    let o = opts(Arith::Point).with(|o| {
+        o.passes.batch = Some(8);
+        o.search.memory = Some(0);
+        o.search.workers = Some(2);
+    });
     let r = Analyzer::<B, T>::new(&net, be, o).expect("prepare").analyze(&prop).expect("analysis");
     let sm = r.search.expect("search ran");
     assert_eq!(r.verdict, Verdict::Verified, "{sm:?}");
@@ -441,14 +468,22 @@ pub fn search_workers_agree<B: Backend<T>, T: Fp>(be: &B) {
     // A box that is not robust is not proved so either: its search, with no
     // attack, ends at a leaf's corner.
     let (fragile, not_robust) = mlp_robustness(31, 0.02);
-    let o = Options { attack_steps: 0, max_relu_leaves: 2000, search_memory: Some(0), ..opts(Arith::Point) };
+    let o = opts(Arith::Point).with(|o| {
+        o.attack.steps = 0;
+        o.search.max_relu_leaves = 2000;
+        o.search.memory = Some(0);
+    });
     let r = Analyzer::<B, T>::new(&fragile, be, o).expect("prepare").analyze(&not_robust).expect("analysis");
     assert!(matches!(r.verdict, Verdict::Falsified(_)), "{:?} {:?}", r.verdict, r.search);
     assert!(r.search.expect("search ran").leaves_from_root > 0, "{:?}", r.search);
     // The α/β clock counts the host as shared while the workers run, and
     // after them as `Options::host_shared` says.
     for host_shared in [false, true] {
-        let o = Options { batch: Some(8), search_workers: Some(2), host_shared, ..opts(Arith::Point) };
+        let o = opts(Arith::Point).with(|o| {
+            o.passes.batch = Some(8);
+            o.search.workers = Some(2);
+            o.host_shared = host_shared;
+        });
         let an = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
         assert_eq!(an.relaxed_clock.borrow().shared, host_shared);
         assert_eq!(an.analyze(&prop).expect("analysis").verdict, Verdict::Verified);

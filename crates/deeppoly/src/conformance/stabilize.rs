@@ -96,7 +96,7 @@ pub fn stabilize_from_a_start_passes_spent_layers<B: Backend<T>, T: Fp>(be: &B) 
 fn unit_box_without_pgd<'a, B: Backend<T>, T: Fp>(net: &'a Network, be: &'a B) -> (InputBox, Analyzer<'a, B, T>) {
     let n = net.input_shape().numel();
     let input = InputBox::new(vec![-1.0; n], vec![1.0; n]).expect("box");
-    let no_pgd = crate::base::options::Options { attack_steps: 0, ..opts(Arith::Point) };
+    let no_pgd = opts(Arith::Point).with(|o| o.attack.steps = 0);
     (input, Analyzer::new(net, be, no_pgd).expect("prepare"))
 }
 
@@ -116,7 +116,7 @@ fn clamp_net() -> (Network, usize) {
 
 /// `y ≥ q_0 = |s|/2 + 1/4` on the network above, so `y > 0.2`, which
 /// DeepPoly alone does not prove (its `q_0 ≥ −8.25`): every
-/// `Options::stabilize` proves it by search, `Auto` in its plain stage or
+/// `StabilizeOptions::when` proves it by search, `Auto` in its plain stage or
 /// after it, `On` from the stabilised root. `y > 1` fails at the box centre
 /// (`y = 1/4` there), and every mode finds that.
 pub fn stabilize_modes_agree<B: Backend<T>, T: Fp>(be: &B) {
@@ -133,11 +133,10 @@ pub fn stabilize_modes_agree<B: Backend<T>, T: Fp>(be: &B) {
         crate::base::options::Stabilize::Auto,
         crate::base::options::Stabilize::On,
     ] {
-        let o = crate::base::options::Options {
-            stabilize: mode,
-            timeout: Some(std::time::Duration::from_secs(60)),
-            ..opts(Arith::Point)
-        };
+        let o = opts(Arith::Point).with(|o| {
+            o.search.stabilize.when = mode;
+            o.timeout = Some(std::time::Duration::from_secs(60));
+        });
         let a = Analyzer::<B, T>::new(&net, be, o).expect("prepare");
         let holds = a.analyze(&prop(0.2)).expect("y > 0.2");
         assert_eq!(holds.verdict, Verdict::Verified, "{mode:?}: y > 0.2");

@@ -100,7 +100,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         };
         let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].proved).collect();
         let mut duals = Duals::default();
-        if !open.is_empty() && self.opts.refine {
+        if !open.is_empty() && self.opts.passes.refine {
             {
                 let _p = crate::base::profile::span("refine_all");
                 let after: Vec<Option<usize>> = within.iter().map(|w| w.after).collect();

@@ -9,7 +9,7 @@ use crate::base::options::RelaxedOn;
 use crate::base::property::SubProblem;
 use crate::base::relax::Slopes;
 use crate::crown::analyse::{Duals, Within};
-use crate::crown::lagrange::{Chosen, Objective, STEPS, SlotBias, SlotBounds, SlotSearch, SplitConstraint};
+use crate::crown::lagrange::{Chosen, Objective, SlotBias, SlotBounds, SlotSearch, SplitConstraint};
 use crate::crown::relaxed::{RelaxedRows, RowSpec};
 use crate::crown::relaxed_bound::Offsets;
 use crate::gpupoly::forward::{RunState, Step};
@@ -17,9 +17,6 @@ use crate::gpupoly::passes::SlotResult;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 use std::time::Instant;
-
-/// The fewest open rows the host evaluates as one batch (`hostrows.rs`).
-const HOST_BATCH_ROWS: usize = 32;
 
 /// One open slot's share of the α/β search: its rows, bounds, constant
 /// intervals (as rounding offsets) and split constraints.
@@ -44,11 +41,11 @@ struct Finished {
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Per open slot: lower slopes for its unstable ReLUs (with
-    /// `Options::optimize_slopes`) and, per open disjunct's nearest
+    /// `CrownOptions::optimize_slopes`) and, per open disjunct's nearest
     /// half-space, β for the Lagrangian terms `−β_k·s_k` on the split
     /// neurons, optimised over the slot's current bounds from the leaf's
     /// starting values (`lagrange.rs`), on the host or the backend
-    /// (`Options::relaxed_on`).
+    /// (`CrownOptions::relaxed_on`).
     pub(crate) fn choose_parameters(
         &self,
         st: &RunState<T, B::Buf>,
@@ -58,14 +55,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         res: &[SlotResult],
     ) -> Duals {
         let _p = crate::base::profile::span("lagrange");
-        let slopes = self.opts.optimize_slopes;
+        let slopes = self.opts.crown.optimize_slopes;
         let none = Within { prior: None, after: None, splits: &[], betas: &[], slopes: None, inter: None };
         let jobs: Vec<usize> = open
             .iter()
             .copied()
             .filter(|&s| !st.empty[s] && (slopes || within.get(s).is_some_and(|w| !w.splits.is_empty())))
             .collect();
-        let (net, lower) = (self.net, self.opts.relu_lower);
+        let (net, lower, tune) = (self.net, self.opts.passes.relu_lower, &self.opts.crown);
         let bias = if jobs.is_empty() { Vec::new() } else { self.affine_biases(st) };
         // Per job: its rows (per open disjunct, its half-space nearest to
         // infeasible), its node bounds and constant intervals.
@@ -76,11 +73,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .collect();
         let mut searches: Vec<Option<SlotSearch>> = prepared
             .par_iter()
-            .map(|j| SlotSearch::new(net, &j.view, &j.rows, j.splits, lower, (slopes, j.warm)))
+            .map(|j| SlotSearch::new(net, &j.view, &j.rows, j.splits, (lower, tune), (slopes, j.warm)))
             .collect();
         drop(prep);
-        let auto = self.opts.relaxed_on == RelaxedOn::Auto && self.backend.offload_relaxed();
-        let on_backend = match self.opts.relaxed_on {
+        let auto = self.opts.crown.relaxed_on == RelaxedOn::Auto && self.backend.offload_relaxed();
+        let on_backend = match self.opts.crown.relaxed_on {
             RelaxedOn::Host | RelaxedOn::HostRows => false,
             RelaxedOn::Backend => true,
             RelaxedOn::Auto => auto && self.relaxed_clock.borrow().pick_backend(),
@@ -91,7 +88,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // What the backend did not finish (an exact leaf's long search, a
         // network it does not evaluate) ends on the host.
         let _h = crate::base::profile::span("lagrange.host");
-        if self.opts.relaxed_on == RelaxedOn::HostRows {
+        if self.opts.crown.relaxed_on == RelaxedOn::HostRows {
             self.search_on_host_rows(&prepared, &mut searches);
         }
         let chosen: Vec<Finished> = prepared
@@ -133,12 +130,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .collect()
     }
 
-    /// Steps the searches of at most `lagrange::STEPS` steps together while
-    /// they have at least [`HOST_BATCH_ROWS`] open rows, every row's relaxed
-    /// bound per step from one batched host evaluation (`hostrows.rs`), on a
-    /// network of dense layers and ReLUs; the rest finish in
-    /// `finish_on_host`. A search whose bound is not finite ends without a
-    /// choice, as there.
+    /// Steps the searches of at most `CrownOptions::steps` steps together
+    /// while they have at least `host_batch_rows` open rows, every row's
+    /// relaxed bound per step from one batched host evaluation
+    /// (`hostrows.rs`), on a network of dense layers and ReLUs; the rest
+    /// finish in `finish_on_host`. A search whose bound is not finite ends
+    /// without a choice, as there.
     fn search_on_host_rows(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>]) {
         if !crate::crown::hostrows::supported(self.net) {
             return;
@@ -154,10 +151,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .collect();
         // An exact leaf's long search, and the last few rows, finish row by
         // row: a GEMM over a handful of rows costs more than their products.
-        let short = |s: &SlotSearch| s.steps() <= STEPS && !s.done();
+        let (steps, least) = (self.opts.crown.steps, self.opts.crown.host_batch_rows);
+        let short = |s: &SlotSearch| s.steps() <= steps && !s.done();
         loop {
             let live: Vec<usize> = (0..jobs.len()).filter(|&k| searches[k].as_ref().is_some_and(short)).collect();
-            if live.iter().map(|&k| jobs[k].rows.len()).sum::<usize>() < HOST_BATCH_ROWS {
+            if live.iter().map(|&k| jobs[k].rows.len()).sum::<usize>() < least {
                 return;
             }
             let evals = {
@@ -170,7 +168,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         beta.push(&b[..]);
                     }
                 }
-                crate::crown::hostrows::eval_rows(self.net, &rows, &alpha, &beta, self.opts.relu_lower)
+                crate::crown::hostrows::eval_rows(self.net, &rows, &alpha, &beta, self.opts.passes.relu_lower)
             };
             let mut evals = evals.into_iter();
             for &k in &live {
@@ -183,13 +181,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
     }
 
-    /// Runs the searches of at most `lagrange::STEPS` steps together, every
+    /// Runs the searches of at most `CrownOptions::steps` steps together, every
     /// row's relaxed bound evaluated on the backend per step
     /// (`relaxed.rs`). A search the backend cannot evaluate is left where it
     /// stopped, for the host. Returns whether the backend evaluated any row.
     fn search_on_backend(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>]) -> bool {
+        let steps = self.opts.crown.steps;
         let take: Vec<usize> =
-            (0..jobs.len()).filter(|&k| searches[k].as_ref().is_some_and(|s| s.steps() <= STEPS)).collect();
+            (0..jobs.len()).filter(|&k| searches[k].as_ref().is_some_and(|s| s.steps() <= steps)).collect();
         let specs: Vec<RowSpec<'_, T>> = take
             .iter()
             .flat_map(|&k| {
@@ -198,7 +197,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             })
             .collect();
         let tables = crate::base::profile::span("lagrange.tables");
-        let Ok(Some(relaxed)) = RelaxedRows::new(self, &specs, self.opts.relu_lower) else { return false };
+        let Ok(Some(relaxed)) = RelaxedRows::new(self, &specs, self.opts.passes.relu_lower) else { return false };
         drop(tables);
         while take.iter().any(|&k| searches[k].as_ref().is_some_and(|s| !s.done())) {
             let evals = {

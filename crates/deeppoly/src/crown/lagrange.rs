@@ -18,6 +18,7 @@
 //! backsubstitution then bounds the rows with them (`Analyzer::set_slopes`).
 
 use crate::base::ir::{Network, NodeId, Op};
+use crate::base::options::CrownOptions;
 use crate::base::relax::{ReluLower, Slopes, relu_relax, unstable};
 use crate::crown::relaxed_bound::{Offsets, relaxed_bound};
 use polycert_interval::Fp;
@@ -45,17 +46,6 @@ pub(crate) type SlotBounds<'b, T> = Vec<(&'b [T], &'b [T])>;
 /// the rounding, so the relaxed bound does too (without it, on a 6-layer
 /// MNIST net the relaxed bound overshoots the sound one by up to 0.04).
 pub(crate) type SlotBias<'b, T> = Vec<Option<(&'b [T], &'b [T])>>;
-
-/// Adam steps of the search (from the relaxation's own slopes and β = 0,
-/// and from a parent's), and the relaxed bound at which a row stops
-/// pulling (the sound backsubstitution with the same parameters then
-/// proves it).
-pub(crate) const STEPS: usize = 20;
-const WARM_STEPS: usize = 6;
-const STABLE_STEPS: usize = 300;
-const LR_BETA: f64 = 0.05;
-pub(crate) const LR_ALPHA: f64 = 0.1;
-const PROVED_MARGIN: f64 = 1e-4;
 
 /// One output row to bound below: `c·y − d`, with its starting β.
 pub(crate) struct Objective<'o> {
@@ -134,6 +124,8 @@ pub(crate) struct SlotSearch {
     adam_b: Vec<Adam>,
     adam_a: Adam,
     steps: usize,
+    /// `CrownOptions::proved_margin`.
+    margin: f64,
     t: usize,
     done: bool,
     best: f64,
@@ -143,13 +135,14 @@ pub(crate) struct SlotSearch {
 impl SlotSearch {
     /// The search for a slot's `rows` (`None`: the relaxed network has a
     /// layer the search does not evaluate, or there is nothing to choose).
-    /// `slopes` turns the slope search on; `warm` is the parent's slopes.
+    /// `slopes` turns the slope search on; `warm` is the parent's slopes;
+    /// `tune` gives its steps and step sizes.
     pub(crate) fn new<T: Fp>(
         net: &Network,
         bounds: &SlotBounds<'_, T>,
         rows: &[Objective<'_>],
         splits: &[SplitConstraint],
-        lower: ReluLower,
+        (lower, tune): (ReluLower, &CrownOptions),
         (slopes, warm): (bool, Option<&Slopes>),
     ) -> Option<Self> {
         let nodes = net.nodes();
@@ -185,14 +178,14 @@ impl SlotSearch {
         // cannot be split further.
         let warm_start = warm.is_some() || rows.iter().any(|r| r.beta.is_some());
         let steps = match (unstable.is_empty(), warm_start) {
-            (true, _) => STABLE_STEPS,
-            (false, true) => WARM_STEPS,
-            (false, false) => STEPS,
+            (true, _) => tune.stable_steps,
+            (false, true) => tune.warm_steps,
+            (false, false) => tune.steps,
         };
         let flat_a = unstable.iter().map(|&(id, j)| alpha[id][j]).collect();
         Some(Self {
-            adam_b: rows.iter().map(|_| Adam::new(k, LR_BETA, (0.0, f64::INFINITY))).collect(),
-            adam_a: Adam::new(unstable.len(), LR_ALPHA, (0.0, 1.0)),
+            adam_b: rows.iter().map(|_| Adam::new(k, tune.lr_beta, (0.0, f64::INFINITY))).collect(),
+            adam_a: Adam::new(unstable.len(), tune.lr_alpha, (0.0, 1.0)),
             unstable,
             use_alpha,
             alpha,
@@ -200,6 +193,7 @@ impl SlotSearch {
             betas,
             d: rows.iter().map(|r| r.d).collect(),
             steps,
+            margin: tune.proved_margin,
             t: 0,
             done: false,
             best: f64::NEG_INFINITY,
@@ -251,12 +245,13 @@ impl SlotSearch {
             e.0 -= d;
         }
         // Each row pulls until it is proved with room.
-        let objective: f64 = evals.iter().map(|e| e.0.min(PROVED_MARGIN)).sum();
+        let margin = self.margin;
+        let objective: f64 = evals.iter().map(|e| e.0.min(margin)).sum();
         if objective > self.best {
             self.best = objective;
             self.chosen = Some((self.alpha().cloned(), self.betas.clone()));
         }
-        if (t > 1 && evals.iter().all(|e| e.0 > PROVED_MARGIN)) || t > self.steps {
+        if (t > 1 && evals.iter().all(|e| e.0 > margin)) || t > self.steps {
             self.done = true;
             return;
         }
@@ -268,7 +263,7 @@ impl SlotSearch {
                 .unstable
                 .iter()
                 .enumerate()
-                .map(|(k, &at)| evals.iter().filter(|e| e.0 <= PROVED_MARGIN).map(|e| e.2.at(k, at)).sum())
+                .map(|(k, &at)| evals.iter().filter(|e| e.0 <= margin).map(|e| e.2.at(k, at)).sum())
                 .collect();
             self.adam_a.step(t, &mut self.flat_a, &grad);
             for (&(id, j), &v) in self.unstable.iter().zip(&self.flat_a) {
@@ -296,7 +291,7 @@ pub(crate) fn optimize<T: Fp>(
     lower: ReluLower,
     slopes: (bool, Option<&Slopes>),
 ) -> Option<Chosen> {
-    let search = SlotSearch::new(net, bounds, rows, splits, lower, slopes)?;
+    let search = SlotSearch::new(net, bounds, rows, splits, (lower, &CrownOptions::default()), slopes)?;
     finish_on_host(
         search,
         net,
@@ -459,12 +454,13 @@ mod tests {
         // The same sum as an intermediate neuron's lower end (node 4, +1):
         // the layer's shared slopes also go to ½; its upper end (−1) pays
         // ReLU's upper line only, so it has nothing to choose.
+        let tune = CrownOptions::default();
         let (a, gain) = crate::crown::tighten::layer_slopes(
             &n2,
             (&sb, &off),
             4,
             &[(0, 1.0)],
-            (area, crate::base::budget::Budget::UNLIMITED),
+            (area, &tune, crate::base::budget::Budget::UNLIMITED),
         )
         .unwrap();
         assert!((a[2][0] - 0.5).abs() < 0.06, "{a:?}");
@@ -478,7 +474,7 @@ mod tests {
                 (&sb, &off),
                 4,
                 &[(0, -1.0)],
-                (area, crate::base::budget::Budget::UNLIMITED)
+                (area, &tune, crate::base::budget::Budget::UNLIMITED)
             ),
             None
         );
@@ -489,12 +485,12 @@ mod tests {
                 (&sb, &off),
                 1,
                 &[(0, 1.0)],
-                (area, crate::base::budget::Budget::UNLIMITED)
+                (area, &tune, crate::base::budget::Budget::UNLIMITED)
             ),
             None
         );
         // Past its deadline it takes no step, so nothing is gained.
         let past = crate::base::budget::Budget::until(std::time::Instant::now());
-        assert_eq!(crate::crown::tighten::layer_slopes(&n2, (&sb, &off), 4, &[(0, 1.0)], (area, past)), None);
+        assert_eq!(crate::crown::tighten::layer_slopes(&n2, (&sb, &off), 4, &[(0, 1.0)], (area, &tune, past)), None);
     }
 }

@@ -22,30 +22,21 @@ use crate::base::bounds::NodeBounds;
 use crate::base::budget::Budget;
 use crate::base::ir::Op;
 use crate::base::ir::{Network, NodeId};
+use crate::base::options::CrownOptions;
 use crate::base::property::InputBox;
 use crate::base::relax::ReluLower;
 use crate::base::relax::unstable;
 use crate::base::relax::{LayerSlopes, Slopes};
-use crate::crown::lagrange::{Adam, LR_ALPHA, STEPS, SlotBounds, free_slopes, relaxation_slopes};
+use crate::crown::lagrange::{Adam, SlotBounds, free_slopes, relaxation_slopes};
 use crate::crown::relaxed_bound::{Offsets, relaxed_bound, rounding_offsets};
 use crate::gpupoly::forward::RunState;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 
-/// Layers with more unstable neurons than this keep DeepPoly's bounds (the
-/// host search costs a backward pass per end and Adam step).
-const MAX_UNSTABLE: usize = 512;
-
-/// The least gain (`layer_slopes`) of a table that the leaves use too: each
-/// costs every leaf a backsubstitution of the layer's ends. On the 4- and
-/// 6-layer MNIST nets the lower ends' tables gain 0.4-3% (10% on one
-/// layer), the upper ends' 20-94% past the first layer.
-const LEAF_GAIN: f64 = 0.08;
-
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// A ReLU search root's node bounds, both passes' (DeepPoly) tightened
     /// with optimised slopes, and the slopes its leaves refine with (the
-    /// tables that gain at least `LEAF_GAIN`).
+    /// tables that gain at least `CrownOptions::layer_leaf_gain`).
     pub(crate) fn root_prior(
         &self,
         input: &InputBox,
@@ -55,7 +46,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let (mut inter, gains) = self.tighten_intermediate(&mut st, budget)?;
         for (t, g) in inter.iter_mut().zip(gains) {
             for (t, g) in t.iter_mut().zip(g) {
-                if g < LEAF_GAIN {
+                if g < self.opts.crown.layer_leaf_gain {
                     *t = None;
                 }
             }
@@ -84,7 +75,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let _p = crate::base::profile::span("tighten");
         let net = self.net;
         let nodes = net.nodes();
-        let lower = self.opts.relu_lower;
+        let lower = self.opts.passes.relu_lower;
         let offsets = rounding_offsets::<T>(net, &vec![None; nodes.len()]);
         let mut inter: LayerSlopes = vec![[None, None]; nodes.len()];
         let mut gains = vec![[0.0; 2]; nodes.len()];
@@ -95,14 +86,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let p = nodes[r].inputs[0];
             let (lo, hi) = (&st.bounds[p].lo, &st.bounds[p].hi);
             let unstable: Vec<usize> = (0..lo.len()).filter(|&i| unstable(lo[i], hi[i])).collect();
-            if unstable.is_empty() || unstable.len() > MAX_UNSTABLE {
+            if unstable.is_empty() || unstable.len() > self.opts.crown.layer_max_unstable {
                 continue;
             }
             let tables = {
                 let _p = crate::base::profile::span("tighten.slopes");
                 let view: SlotBounds<'_, T> = st.bounds.iter().map(|b| (&b.lo[..], &b.hi[..])).collect();
                 let ends = |s: f64| unstable.iter().map(|&i| (i, s)).collect::<Vec<_>>();
-                [1.0, -1.0].map(|s| layer_slopes(net, (&view, &offsets), p, &ends(s), (lower, budget)))
+                let tune = (lower, &self.opts.crown, budget);
+                [1.0, -1.0].map(|s| layer_slopes(net, (&view, &offsets), p, &ends(s), tune))
             };
             if tables.iter().all(Option::is_none) {
                 continue;
@@ -124,13 +116,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 /// slot per end. With the slopes, their gain: how much they raise the sum
 /// of the ends' relaxed bounds, as a share of its magnitude with the
 /// relaxation's own. `None`: no free slope there, or no gain. Past the
-/// deadline it stops with the best slopes so far.
+/// deadline it stops with the best slopes so far; `tune` gives Adam's steps
+/// and step size.
 pub(crate) fn layer_slopes<T: Fp>(
     net: &Network,
     (bounds, offsets): (&SlotBounds<'_, T>, &Offsets),
     p: NodeId,
     ends: &[(usize, f64)],
-    (lower, budget): (ReluLower, Budget),
+    (lower, tune, budget): (ReluLower, &CrownOptions, Budget),
 ) -> Option<(Slopes, f64)> {
     let free = free_slopes(net, bounds, p);
     if free.is_empty() || ends.is_empty() {
@@ -139,9 +132,9 @@ pub(crate) fn layer_slopes<T: Fp>(
     let n = net.node(p).shape.numel();
     let mut alpha = relaxation_slopes(net, bounds, lower);
     let mut flat: Vec<f64> = free.iter().map(|&(id, j)| alpha[id][j]).collect();
-    let mut adam = Adam::new(free.len(), LR_ALPHA, (0.0, 1.0));
+    let mut adam = Adam::new(free.len(), tune.lr_alpha, (0.0, 1.0));
     let (mut first, mut best) = (None, None::<(f64, Slopes)>);
-    for t in 1..=STEPS + 1 {
+    for t in 1..=tune.steps + 1 {
         let evals: Option<Vec<(f64, Slopes)>> = ends
             .par_iter()
             .map(|&(i, s)| {
@@ -156,7 +149,7 @@ pub(crate) fn layer_slopes<T: Fp>(
         if l > base && best.as_ref().is_none_or(|b| l > b.0) {
             best = Some((l, alpha.clone()));
         }
-        if t > STEPS || budget.expired() {
+        if t > tune.steps || budget.expired() {
             break;
         }
         let grad: Vec<f64> = free.iter().map(|&(id, j)| evals.iter().map(|e| e.1[id][j]).sum()).collect();

@@ -71,7 +71,7 @@ type Pending<G, M> = BTreeMap<NodeId, (G, M)>;
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Best certified lower bound of every row, processing rows in chunks
-    /// that fit the memory budget, in the arithmetic of `opts.arith`.
+    /// that fit the memory budget, in the arithmetic of `opts.passes.arith`.
     pub(crate) fn backsubstitute(
         &self,
         st: &mut RunState<T, B::Buf>,
@@ -79,7 +79,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         goal: Goal,
         budget: Budget,
     ) -> Result<Vec<f64>, AnalysisError> {
-        match self.opts.arith {
+        match self.opts.passes.arith {
             Arith::Interval => {
                 // Interval kernels read per-neuron tables without batch slots.
                 debug_assert!(rows.geom.single_slot(), "the interval arithmetic runs one property at a time");
@@ -172,7 +172,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let step_start = Instant::now();
             let top = *pending.keys().next_back().expect("pending is never empty");
             let last = top == 0;
-            if last || (self.opts.early_termination && !after_relu) {
+            if last || (self.opts.passes.early_termination && !after_relu) {
                 // Concretize every pending part over its node's bounds (one
                 // transfer: the sum comes back to decide).
                 let _p = crate::base::profile::span("backsub.check");

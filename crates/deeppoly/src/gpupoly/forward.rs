@@ -281,7 +281,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             let x = &st.bounds[node.inputs[0]];
             let n = node.shape.numel();
-            let lower = self.opts.relu_lower;
+            let lower = self.opts.passes.relu_lower;
             let len = x.lo.len().min(x.hi.len());
             let mut lam: Vec<T> = map_n(len, len, |i| relu_relax(x.lo[i], x.hi[i], lower).lam_lo);
             for &(s, a) in slopes {

@@ -145,7 +145,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         budget: Budget,
     ) -> Result<RunState<T, B::Buf>, AnalysisError> {
         let mut st = self.forward_pass_within(&[input], &[start])?;
-        if self.opts.refine {
+        if self.opts.passes.refine {
             self.refine_all(&mut st, &[0], &[], &[], None, budget)?;
         }
         Ok(st)

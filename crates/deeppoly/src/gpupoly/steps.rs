@@ -44,7 +44,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         (w, b): (&B::Buf, &B::Buf),
     ) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let node = self.net.node(id);
-        let (be, model, batch, x0) = (self.backend, self.opts.network_float, st.batch, node.inputs[0]);
+        let (be, model, batch, x0) = (self.backend, self.opts.passes.network_float, st.batch, node.inputs[0]);
         let in_shape = self.net.node(x0).shape;
         let (xl, xh) = self.bounds_dev(st, x0)?;
         let f = match &node.op {
@@ -65,7 +65,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// DeepPoly's ReLU relaxation over `x`, uploaded.
     fn relu_step(&self, x: &Bounds<T, B::Buf>) -> Result<Step<B::Buf>, AnalysisError> {
-        let lower = self.opts.relu_lower;
+        let lower = self.opts.passes.relu_lower;
         let [a, b, c] = par_columns(x.lo.len(), |i| {
             let r = relu_relax(x.lo[i], x.hi[i], lower);
             [r.lam_lo, r.lam_up, r.mu_up]
@@ -146,7 +146,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         (conv, w, b): (&Conv2d, &B::Buf, &B::Buf),
     ) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let node = self.net.node(id);
-        let (be, model, batch, x0) = (self.backend, self.opts.network_float, st.batch, node.inputs[0]);
+        let (be, model, batch, x0) = (self.backend, self.opts.passes.network_float, st.batch, node.inputs[0]);
         let in_shape = self.net.node(x0).shape;
         let (xl, xh) = self.bounds_dev(st, x0)?;
         let f = be.forward_conv(conv, w, b, in_shape, (xl, xh), batch, model)?;
@@ -188,7 +188,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         id: NodeId,
     ) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let node = self.net.node(id);
-        let (be, model, x0) = (self.backend, self.opts.network_float, node.inputs[0]);
+        let (be, model, x0) = (self.backend, self.opts.passes.network_float, node.inputs[0]);
         let (a, b) = (&st.bounds[x0], &st.bounds[node.inputs[1]]);
         let n = a.lo.len();
         let bound = RoundingOrOverflow::new(model, 1);
@@ -218,7 +218,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         (mul, add, float_ops): (&[Interval<f64>], &[Interval<f64>], &u32),
     ) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let node = self.net.node(id);
-        let (be, model, x0) = (self.backend, self.opts.network_float, node.inputs[0]);
+        let (be, model, x0) = (self.backend, self.opts.passes.network_float, node.inputs[0]);
         let x = &st.bounds[x0];
         let hw = node.shape.h * node.shape.w;
         let per = node.shape.numel().max(1);

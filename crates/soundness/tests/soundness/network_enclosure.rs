@@ -224,7 +224,10 @@ fn check_net<B: Backend<T>, T: Fp>(
     // Half the properties choose their slopes with the batched relaxed
     // bound on the backend (`relaxed.rs`), the others as by default.
     let relaxed_on = if prop_seed & 1 == 1 { RelaxedOn::Backend } else { RelaxedOn::Auto };
-    let opts = Options { arith, relaxed_on, ..Options::default() };
+    let opts = Options::default().with(|o| {
+        o.passes.arith = arith;
+        o.crown.relaxed_on = relaxed_on;
+    });
     let bounds = Analyzer::<_, T>::new(net, be, opts.clone()).unwrap().node_bounds(input, Budget::UNLIMITED).unwrap();
     // A separate generator keeps the networks and points of each seed.
     // Branch and bound (64 leaves) on one network in eight, with its
@@ -237,7 +240,11 @@ fn check_net<B: Backend<T>, T: Fp>(
     // rewritten as ReLUs (`base/lower.rs`).
     let search = matches!((prop_seed >> 32) % 8, 0 | 3);
     let prop = property(net, input, &mut SplitMix(prop_seed), if search { 0.03 } else { 1e-3 });
-    let o = Options { attack_steps: 0, split_relus: search, max_relu_leaves: 64, ..opts };
+    let o = opts.with(|o| {
+        o.attack.steps = 0;
+        o.search.split_relus = search;
+        o.search.max_relu_leaves = 64;
+    });
     let outcome = Analyzer::<_, T>::new(net, be, o).unwrap().analyze(&prop).unwrap();
     let proof = Proof::new(&prop.subproblems[0].unsafe_region, &outcome.lower_bounds, &outcome.verdict);
     assert_eq!(outcome.lower_bounds.len(), proof.rows.len(), "{arith:?}: net {k}: {:?}", outcome.verdict);
@@ -414,7 +421,7 @@ fn imported_ops_enclose_exact_values() {
     assert!(checked >= 10, "only {checked} fixtures checked");
 }
 
-/// The optimised lower slopes (α, `Options::optimize_slopes`, on by default
+/// The optimised lower slopes (α, `CrownOptions::optimize_slopes`, on by default
 /// and so in every check above) change the half-space bounds: on random
 /// MLPs they tighten some of them, and the enclosure checks hold with them
 /// (exact values and float32 inference in random orders).
@@ -431,7 +438,11 @@ fn optimised_slopes_tighten_and_enclose() {
         let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
         let prop = property(&net, &input, &mut SplitMix(k), 1e-3);
         let lbs = |optimize_slopes: bool| {
-            let o = Options { attack_steps: 0, split_relus: false, optimize_slopes, ..Options::default() };
+            let o = Options::default().with(|o| {
+                o.attack.steps = 0;
+                o.search.split_relus = false;
+                o.crown.optimize_slopes = optimize_slopes;
+            });
             Analyzer::<_, f64>::new(&net, &be, o).unwrap().analyze(&prop).unwrap().lower_bounds
         };
         let (with, without) = (lbs(true), lbs(false));
@@ -489,7 +500,7 @@ fn root_bounds_narrow_and_enclose<T: Fp>(
 }
 
 /// Per-layer optimised slopes for the intermediate bounds
-/// (`Options::optimize_intermediate`, a ReLU search root's bounds, which
+/// (`SearchOptions::optimize_intermediate`, a ReLU search root's bounds, which
 /// every leaf inherits): on random MLPs they tighten some neurons' bounds,
 /// and every node's bounds still enclose the exact values and float32
 /// inference in random orders, with and without FMA.
@@ -504,7 +515,7 @@ fn intermediate_slopes_tighten_and_enclose() {
     assert!(a >= 2 && b >= 2, "weak test: tightened {a} and {b} of 6 networks");
 }
 
-/// Stabilised intermediate bounds (`Options::stabilize`, a ReLU search
+/// Stabilised intermediate bounds (`StabilizeOptions::when`, a ReLU search
 /// root's bounds: unstable ReLU inputs proved of one sign by a search on
 /// the network cut at their layer, clamped at 0): on random MLPs with more
 /// inputs than input splitting takes, some bounds narrow, and every node's
