@@ -7,6 +7,7 @@
 //! A case is reproducible from its kind and seed.
 
 use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::LoHi;
 use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::testnets::{random_mlp, random_sigmoid_mlp};
 use polycert_deeppoly::{Analyzer, Arith, InputBox, Network, Op, Options, Property, Shape, Verdict};
@@ -201,7 +202,7 @@ fn hunt_case(be: &CpuBackend, case: &Case, steps: usize, shrink: f64, rep: &mut 
     let a =
         Analyzer::<_, f64>::new(net, be, Options { arith, attack_steps: 0, ..Options::default() }).expect("prepare");
     let Ok(mut bounds) = a.node_bounds(case.input) else { return };
-    let (mut lo, mut hi) = bounds.swap_remove(net.output());
+    let LoHi { mut lo, mut hi } = bounds.swap_remove(net.output());
     for (l, h) in lo.iter_mut().zip(hi.iter_mut()) {
         let w = *h - *l;
         if shrink > 0.0 && w.is_finite() {

@@ -194,7 +194,7 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
     // The certified bounds of every image's box (CPU, f64 analysis).
     let be = CpuBackend::default();
     let an = Analyzer::<_, f64>::new(net, &be, Options::default()).map_err(|e| InputError(e.to_string()))?;
-    let bounds: Vec<(Vec<f64>, Vec<f64>)> =
+    let bounds: Vec<polycert_deeppoly::LoHi<f64>> =
         boxes.iter().map(|b| an.node_bounds(b).map(|mut nb| nb.swap_remove(net.output()))).collect::<Result<_, _>>()?;
     let outside = variability::outside_bounds(&observed, &bounds, &mut |k, j, v, lo, hi| {
         errln!("polycert: SOUNDNESS BUG: image {k} output {j} = {v} is outside the certified [{lo}, {hi}]")

@@ -68,7 +68,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub fn tightened_node_bounds(
         &self,
         input: &InputBox,
-    ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
+    ) -> Result<Vec<crate::base::bounds::LoHi<f64>>, AnalysisError> {
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
         Ok(crate::base::bounds::bounds_f64(self.root_prior(input, deadline)?.0))
     }

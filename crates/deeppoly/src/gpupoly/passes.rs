@@ -129,7 +129,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     pub fn node_bounds(
         &self,
         input: &crate::base::property::InputBox,
-    ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
+    ) -> Result<Vec<crate::base::bounds::LoHi<f64>>, AnalysisError> {
         let st = self.refined_root(input, None, self.opts.timeout.map(|t| std::time::Instant::now() + t))?;
         Ok(crate::base::bounds::bounds_f64(st.into_bounds()))
     }
