@@ -2,6 +2,7 @@
 //! 1e-5 relative (skips without a GPU).
 
 use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::LoHi;
 use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp};
 use polycert_deeppoly::{Analyzer, Arith, Backend, InputBox, Options, Property, Shape};
@@ -35,7 +36,7 @@ where
             a.node_bounds(&input, polycert_deeppoly::base::budget::Budget::UNLIMITED).unwrap(),
             b.node_bounds(&input, polycert_deeppoly::base::budget::Budget::UNLIMITED).unwrap(),
         );
-        for (n, ((la, ha), (lb, hb))) in ba.iter().zip(&bb).enumerate() {
+        for (n, (LoHi { lo: la, hi: ha }, LoHi { lo: lb, hi: hb })) in ba.iter().zip(&bb).enumerate() {
             for j in 0..la.len() {
                 let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs()));
                 assert!(

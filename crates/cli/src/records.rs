@@ -121,6 +121,18 @@ pub fn header() -> String {
     )
 }
 
+/// The median of `sorted` (ascending): its middle value, or the mean of
+/// its two middle values for an even count; 0 when empty. The one median
+/// of the run summaries and of `polycert report`.
+pub fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// The value at fraction `p` of `sorted` (ascending), the nearest rank.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -145,7 +157,7 @@ pub fn summary(records: &[Record]) -> String {
     s.push_str(&format!("{:<12} {:>8}\n", "total", records.len()));
     s.push_str(&format!(
         "time per property: median {:.4}s, p90 {:.4}s, max {:.4}s, total {:.2}s\n",
-        percentile(&times, 0.5),
+        median(&times),
         percentile(&times, 0.9),
         times.last().copied().unwrap_or(0.0),
         times.iter().sum::<f64>()
@@ -163,12 +175,7 @@ pub fn solved_line(mut times: Vec<f64>) -> String {
     if times.is_empty() {
         return "solved: none\n".into();
     }
-    format!(
-        "solved: {}, median {:.4}s, total {:.2}s\n",
-        times.len(),
-        percentile(&times, 0.5),
-        times.iter().sum::<f64>()
-    )
+    format!("solved: {}, median {:.4}s, total {:.2}s\n", times.len(), median(&times), times.iter().sum::<f64>())
 }
 
 /// `vnncomp`'s closing lines: the count of each result, then
@@ -205,6 +212,13 @@ mod tests {
         let v = serde_json::to_value(&a).unwrap();
         assert_eq!(v["result"], "error");
         assert_eq!(v["error"], "boom");
+    }
+
+    #[test]
+    fn median_is_the_middle_or_the_mean_of_the_two_middles() {
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(median(&[1.0, 2.0, 7.0]), 2.0);
+        assert_eq!(median(&[1.0, 2.0, 4.0, 10.0]), 3.0);
     }
 
     #[test]

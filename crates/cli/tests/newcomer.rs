@@ -172,7 +172,7 @@ fn report_writes_a_table_and_a_cactus_plot() {
         polycert(&["report", r.to_str().unwrap(), "--png", png.to_str().unwrap(), "--markdown", md.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let table = std::fs::read_to_string(&md).unwrap();
-    assert!(table.contains("| n | report-results | 2 / 2 | 1 | 1 | 0.50 |"), "{table}");
+    assert!(table.contains("| n | report-results | 2 / 2 | 1 | 1 | 1.25 |"), "{table}");
     let bytes = std::fs::read(&png).unwrap();
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5000, "{} bytes", bytes.len());
     refused(&["report", "/nonexistent.csv"], "/nonexistent.csv: cannot read");

@@ -35,6 +35,7 @@ pub use base::backend::{
     MemoryOps, Pointwise, PoolParams, RelaxOps, ReluParams, RuntimeOps, check_repeat_rows, check_unit_rows,
     out_of_range, unit_rows,
 };
+pub use base::bounds::LoHi;
 pub use base::geom::Geom;
 pub use base::ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};
 pub use base::options::{

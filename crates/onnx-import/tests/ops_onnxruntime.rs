@@ -5,7 +5,7 @@
 
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::base::eval::eval;
-use polycert_deeppoly::{Analyzer, Arith, InputBox, Options};
+use polycert_deeppoly::{Analyzer, Arith, InputBox, LoHi, Options};
 use polycert_onnx::{Imported, load_onnx};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -25,7 +25,7 @@ fn cases() -> Vec<Value> {
 }
 
 /// Certified output bounds over the box `[lo, hi]` (ONNX input order).
-fn output_bounds(m: &Imported, lo: &[f64], hi: &[f64], arith: Arith) -> (Vec<f64>, Vec<f64>) {
+fn output_bounds(m: &Imported, lo: &[f64], hi: &[f64], arith: Arith) -> LoHi<f64> {
     let be = CpuBackend::default();
     let opts = Options::default().with(|o| o.passes.arith = arith);
     let an = Analyzer::<_, f64>::new(&m.network, &be, opts).unwrap();
@@ -34,7 +34,7 @@ fn output_bounds(m: &Imported, lo: &[f64], hi: &[f64], arith: Arith) -> (Vec<f64
     b.swap_remove(m.network.output())
 }
 
-fn assert_enclosed(name: &str, what: &str, (lo, hi): &(Vec<f64>, Vec<f64>), y: &[f64]) {
+fn assert_enclosed(name: &str, what: &str, LoHi { lo, hi }: &LoHi<f64>, y: &[f64]) {
     assert_eq!(lo.len(), y.len(), "{name}: output size");
     for (i, &v) in y.iter().enumerate() {
         assert!(
@@ -82,7 +82,7 @@ fn bounds_contain_onnxruntime_outputs() {
             // Bounds are on the logits: onnxruntime's largest output is the certified largest logit.
             for p in case["points"].as_array().unwrap() {
                 let (x, y) = (floats(&p["x"]), floats(&p["y"]));
-                let (lo, hi) = output_bounds(&m, &x, &x, Arith::Point);
+                let LoHi { lo, hi } = output_bounds(&m, &x, &x, Arith::Point);
                 let top = (0..y.len()).max_by(|&a, &b| y[a].total_cmp(&y[b])).unwrap();
                 assert!((0..y.len()).all(|j| j == top || lo[top] > hi[j]), "{name}: {lo:?} {hi:?} vs {y:?}");
             }
@@ -102,7 +102,7 @@ fn bounds_contain_onnxruntime_outputs() {
                 assert_enclosed(name, &format!("{what}, point"), &b, &y);
                 // Only float32 rounding terms remain (≈ 2^-24 per operation, relative).
                 let scale = y.iter().fold(1.0f64, |a, v| a.max(v.abs()));
-                let width = b.0.iter().zip(&b.1).fold(0.0f64, |a, (l, h)| a.max(h - l));
+                let width = b.lo.iter().zip(&b.hi).fold(0.0f64, |a, (l, h)| a.max(h - l));
                 assert!(width < 1e-4 * scale, "{name} ({what}): a zero-width box gives bounds {width} wide");
             }
         }

@@ -7,6 +7,7 @@
 //! A case is reproducible from its kind and seed.
 
 use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::LoHi;
 use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::testnets::{random_mlp, random_sigmoid_mlp};
 use polycert_deeppoly::{Analyzer, Arith, InputBox, Network, Op, Options, Property, Shape, Verdict};
@@ -208,7 +209,7 @@ fn hunt_case(be: &CpuBackend, case: &Case, steps: usize, shrink: f64, rep: &mut 
     )
     .expect("prepare");
     let Ok(mut bounds) = a.node_bounds(case.input, polycert_deeppoly::base::budget::Budget::UNLIMITED) else { return };
-    let (mut lo, mut hi) = bounds.swap_remove(net.output());
+    let LoHi { mut lo, mut hi } = bounds.swap_remove(net.output());
     for (l, h) in lo.iter_mut().zip(hi.iter_mut()) {
         let w = *h - *l;
         if shrink > 0.0 && w.is_finite() {

@@ -195,7 +195,7 @@ fn variability_cmd(a: VariabilityArgs) -> Result<u8> {
     // The certified bounds of every image's box (CPU, f64 analysis).
     let be = CpuBackend::default();
     let an = Analyzer::<_, f64>::new(net, &be, Options::default()).map_err(|e| InputError(e.to_string()))?;
-    let bounds: Vec<(Vec<f64>, Vec<f64>)> = boxes
+    let bounds: Vec<polycert_deeppoly::LoHi<f64>> = boxes
         .iter()
         .map(|b| an.node_bounds(b, Budget::UNLIMITED).map(|mut nb| nb.swap_remove(net.output())))
         .collect::<Result<_, _>>()?;

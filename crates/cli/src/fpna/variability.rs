@@ -4,6 +4,7 @@
 //! certified bounds.
 
 use crate::images::Image;
+use polycert_deeppoly::LoHi;
 use polycert_deeppoly::Network;
 use polycert_deeppoly::base::rng::SplitMix;
 
@@ -66,12 +67,12 @@ pub fn cpu_runs(net: &Network, inputs: &[Vec<f32>], runs: usize, seed: u64) -> V
 /// certified bounds; `report` hears about the first ten.
 pub fn outside_bounds(
     observed: &[(usize, Vec<f32>)],
-    bounds: &[(Vec<f64>, Vec<f64>)],
+    bounds: &[LoHi<f64>],
     report: &mut dyn FnMut(usize, usize, f64, f64, f64),
 ) -> usize {
     let mut outside = 0;
     for (k, y) in observed {
-        let (lo, hi) = &bounds[*k];
+        let LoHi { lo, hi } = &bounds[*k];
         for (j, &v) in y.iter().enumerate() {
             let v = v as f64;
             if !(lo[j] <= v && v <= hi[j]) {
@@ -118,7 +119,7 @@ mod tests {
 
     #[test]
     fn outputs_outside_the_bounds_are_counted() {
-        let bounds = vec![(vec![0.0, 1.0], vec![1.0, 2.0])];
+        let bounds = vec![LoHi { lo: vec![0.0, 1.0], hi: vec![1.0, 2.0] }];
         let obs = vec![(0, vec![0.5, 1.5]), (0, vec![1.5, 2.0]), (0, vec![f32::NAN, 0.5])];
         let mut seen = vec![];
         let n = outside_bounds(&obs, &bounds, &mut |k, j, v, _, _| seen.push((k, j, v)));

@@ -109,7 +109,7 @@ impl Tally {
         self.times.sort_by(f64::total_cmp);
         let median = match self.times.len() {
             0 => "–".to_string(),
-            n => format!("{:.2}", self.times[(n - 1) / 2]),
+            _ => format!("{:.2}", crate::records::median(&self.times)),
         };
         let wrong = if with_ref { format!(" {} |", self.wrong) } else { String::new() };
         let solved = self.sat + self.unsat;
@@ -163,7 +163,7 @@ mod tests {
         let s = [Series { name: "run".into(), rows }];
         let reference: HashMap<_, _> = [(("n".into(), "p1".into()), Answer::Unsat)].into_iter().collect();
         let t = table(&s, Some(&reference));
-        assert!(t.contains("| a | run | 2 / 3 | 1 | 1 | 1 | 1.00 |"), "{t}");
+        assert!(t.contains("| a | run | 2 / 3 | 1 | 1 | 1 | 2.00 |"), "{t}");
         assert!(t.contains("| b | run | 1 / 1 | 1 | 0 | 0 | 2.00 |"), "{t}");
         assert!(t.contains("| **all** | run | 3 / 4 | 2 | 1 | 1 | 2.00 |"), "{t}");
         assert!(!table(&s, None).contains("wrong"));

@@ -2,6 +2,8 @@
 //! sides of the ReLU that BaBSR's scores pick in a ReLU-split leaf.
 
 use crate::attack::falsify::LeafView;
+use crate::bab::babsr::LeafObjective;
+use crate::bab::branch::ReluSplit;
 use crate::bab::picks::Picks;
 use crate::bab::search::{Leaf, Start};
 use crate::base::analyzer::{AnalysisError, Analyzer};
@@ -64,32 +66,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         (leaves, warm, proofs_only): (&[Leaf<T>], &[Start], bool),
         picks: &mut Picks,
     ) -> Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample> {
-        use rayon::prelude::*;
         let _p = crate::base::profile::span("branch.choose");
-        let (lower, depth) = (self.opts.passes.relu_lower, self.opts.search.table_depth);
-        let net = self.net;
-        // The leaves with bounds and an open half-space, a block of lanes
-        // per backward pass (`babsr.rs`); the others have no candidate.
-        let scored: Vec<(usize, crate::bab::babsr::LeafObjective<'_, T>)> = sps
-            .iter()
-            .zip(lbs)
-            .zip(todo)
-            .enumerate()
-            .filter_map(|(k, ((sp, l), &i))| Some((k, (bounds[i].as_ref()?, &nearest_halfspace(sp, l)?.1.c[..]))))
-            .collect();
-        let mut chosen: Vec<Vec<crate::bab::branch::ReluSplit>> = vec![Vec::new(); sps.len()];
-        // Blocks as full as keeps every thread busy.
-        let block = scored.len().div_ceil(rayon::current_num_threads().max(1)).clamp(1, crate::bab::babsr::LANES);
-        let blocks: Vec<Vec<Vec<crate::bab::branch::ReluSplit>>> = scored
-            .par_chunks(block)
-            .map(|block| {
-                let leaves: Vec<crate::bab::babsr::LeafObjective<'_, T>> = block.iter().map(|&(_, x)| x).collect();
-                crate::bab::branch::relu_candidates(net, &leaves, lower)
-            })
-            .collect();
-        for (&(k, _), cands) in scored.iter().zip(blocks.into_iter().flatten()) {
-            chosen[k] = cands;
-        }
+        let chosen = self.babsr_choices(sps, lbs, todo, bounds);
         let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
         for ((((sp, cands), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
             // The children's bound until they are analysed: their parent's.
@@ -117,37 +95,54 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             // Every child shares these bounds until it is analysed.
             let held = inherited_bytes(&b, warm.slopes.as_deref()) / (2 * cands.len());
-            let parent = Arc::new(b);
-            let shared = Arc::new((*sp).clone());
-            for (k, &s) in cands.iter().enumerate() {
-                let pick = (cands.len() > 1).then_some((picks.parents, k));
-                for active in [true, false] {
-                    let mut splits = leaves[i].splits.clone();
-                    splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
-                    let (prior, after, betas, slopes) =
-                        (Some(parent.clone()), Some(s.node), warm.betas.clone(), warm.slopes.clone());
-                    let inter = leaves[i].inter.clone().filter(|_| splits.len() <= depth);
-                    let sp = shared.clone();
-                    let weakest = parent_weakest;
-                    let root = leaves[i].root;
-                    out.push(Leaf {
-                        sp,
-                        prior,
-                        after,
-                        splits,
-                        betas,
-                        slopes,
-                        inter,
-                        weakest,
-                        pick,
-                        root,
-                        held,
-                        from_root: false,
-                    });
-                }
-            }
+            let parent = Parent {
+                sp,
+                leaf: &leaves[i],
+                bounds: Arc::new(b),
+                warm,
+                weakest: parent_weakest,
+                held,
+                table_depth: self.opts.search.table_depth,
+            };
+            out.extend(split_children(&parent, &cands, picks.parents));
         }
         Ok((out, stuck))
+    }
+
+    /// Per leaf, the ReLUs BaBSR's scores pick to split (none for a leaf
+    /// without bounds or open half-space), scored a block of lanes per
+    /// backward pass (`babsr.rs`).
+    fn babsr_choices(
+        &self,
+        sps: &[&SubProblem],
+        lbs: &[&[f64]],
+        todo: &[usize],
+        bounds: &[Option<NodeBounds<T>>],
+    ) -> Vec<Vec<ReluSplit>> {
+        use rayon::prelude::*;
+        let lower = self.opts.passes.relu_lower;
+        let net = self.net;
+        let scored: Vec<(usize, LeafObjective<'_, T>)> = sps
+            .iter()
+            .zip(lbs)
+            .zip(todo)
+            .enumerate()
+            .filter_map(|(k, ((sp, l), &i))| Some((k, (bounds[i].as_ref()?, &nearest_halfspace(sp, l)?.1.c[..]))))
+            .collect();
+        let mut chosen: Vec<Vec<ReluSplit>> = vec![Vec::new(); sps.len()];
+        // Blocks as full as keeps every thread busy.
+        let block = scored.len().div_ceil(rayon::current_num_threads().max(1)).clamp(1, crate::bab::babsr::LANES);
+        let blocks: Vec<Vec<Vec<ReluSplit>>> = scored
+            .par_chunks(block)
+            .map(|block| {
+                let leaves: Vec<LeafObjective<'_, T>> = block.iter().map(|&(_, x)| x).collect();
+                crate::bab::branch::relu_candidates(net, &leaves, lower)
+            })
+            .collect();
+        for (&(k, _), cands) in scored.iter().zip(blocks.into_iter().flatten()) {
+            chosen[k] = cands;
+        }
+        chosen
     }
 
     /// Per leaf, the input to cut: the largest smear of the half-space
@@ -176,6 +171,51 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             })
             .collect())
     }
+}
+
+/// A ReLU-split leaf about to have children: its open part `sp`, its node
+/// bounds, its start for the children's search, its bound and the bytes
+/// each child holds of what it inherits.
+struct Parent<'p, T> {
+    sp: &'p SubProblem,
+    leaf: &'p Leaf<T>,
+    bounds: Arc<NodeBounds<T>>,
+    warm: &'p Start,
+    weakest: f64,
+    held: usize,
+    /// Children with more splits than this leave the slope tables
+    /// (`SearchOptions::table_depth`).
+    table_depth: usize,
+}
+
+/// Both phases (active, inactive) of each ReLU in `cands` as children of
+/// `p`; where there are several, each pair records the candidate it came
+/// from (`pick`, with the parent's number `parent_no`).
+fn split_children<T>(p: &Parent<'_, T>, cands: &[ReluSplit], parent_no: usize) -> Vec<Leaf<T>> {
+    let mut out = Vec::with_capacity(2 * cands.len());
+    let shared = Arc::new(p.sp.clone());
+    for (k, &s) in cands.iter().enumerate() {
+        let pick = (cands.len() > 1).then_some((parent_no, k));
+        for active in [true, false] {
+            let mut splits = p.leaf.splits.clone();
+            splits.push(SplitConstraint { node: s.node, neuron: s.neuron, active });
+            out.push(Leaf {
+                sp: shared.clone(),
+                prior: Some(p.bounds.clone()),
+                after: Some(s.node),
+                betas: p.warm.betas.clone(),
+                slopes: p.warm.slopes.clone(),
+                inter: p.leaf.inter.clone().filter(|_| splits.len() <= p.table_depth),
+                splits,
+                weakest: p.weakest,
+                pick,
+                root: p.leaf.root,
+                held: p.held,
+                from_root: false,
+            });
+        }
+    }
+    out
 }
 
 /// The two halves of `sp` cut at the midpoint of input `d` (none when the

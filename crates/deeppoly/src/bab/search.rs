@@ -281,13 +281,13 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         // Each open leaf keeps the disjuncts it has not proved.
         let parts: Vec<_> = todo.iter().map(|&i| open_part(refs[i], &res[i].lower)).collect();
-        let sps: Vec<&SubProblem> = parts.iter().map(|p| &p.0).collect();
-        let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.1[..]).collect();
+        let sps: Vec<&SubProblem> = parts.iter().map(|p| &p.sp).collect();
+        let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.lbs[..]).collect();
         // ReLU leaves share their box: their centre and PGD are the root's.
+        let (share, seed) = &mut w.restarts;
         if how == Branching::Inputs
-            && let Some(c) = self
-                .falsify_leaves(&sps, &lbs, budget)
-                .or_else(|| self.restart_root(plan.sp, (&mut w.restarts.0, &mut w.restarts.1), budget))
+            && let Some(c) =
+                self.falsify_leaves(&sps, &lbs, budget).or_else(|| self.restart_root(plan.sp, (share, seed), budget))
         {
             round.falsified = Some(c);
             return Ok(round);
@@ -305,7 +305,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let warm: Vec<Start> = todo
                     .iter()
                     .zip(&parts)
-                    .map(|(&i, (_, _, kept))| {
+                    .map(|(&i, OpenPart { kept, .. })| {
                         let b = kept.iter().map(|&h| duals.betas.get(&(i, h)).cloned()).collect();
                         Start { betas: b, slopes: duals.slopes.remove(&i).map(Arc::new) }
                     })
@@ -338,14 +338,22 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 }
 
-/// `sp` without the disjuncts `lbs` (its half-spaces' lower bounds) prove,
-/// the lower bounds of its half-spaces, and their indices in `lbs`.
-fn open_part(sp: &SubProblem, lbs: &[f64]) -> (SubProblem, Vec<f64>, Vec<usize>) {
+/// What of a leaf stays open: its sub-problem without the disjuncts its
+/// analysis proved, the lower bounds of the half-spaces left, and their
+/// indices among the leaf's.
+struct OpenPart {
+    sp: SubProblem,
+    lbs: Vec<f64>,
+    kept: Vec<usize>,
+}
+
+/// `sp`'s open part, from its half-spaces' lower bounds `lbs`.
+fn open_part(sp: &SubProblem, lbs: &[f64]) -> OpenPart {
     let open = unproved_disjuncts(&sp.unsafe_region, lbs);
     let region = open.iter().map(|(d, _, _)| sp.unsafe_region[*d].clone()).collect();
     let kept: Vec<usize> = open.into_iter().flat_map(|(_, r, _)| r).collect();
     let l = kept.iter().map(|&h| lbs.get(h).copied().unwrap_or(f64::NEG_INFINITY)).collect();
-    (SubProblem { input: sp.input.clone(), unsafe_region: region }, l, kept)
+    OpenPart { sp: SubProblem { input: sp.input.clone(), unsafe_region: region }, lbs: l, kept }
 }
 
 /// Per leaf with splits, its prior clamped by the splits it lacks.

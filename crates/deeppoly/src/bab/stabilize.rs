@@ -181,7 +181,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         input: &InputBox,
         budget: Budget,
-    ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
+    ) -> Result<Vec<crate::base::bounds::LoHi<f64>>, AnalysisError> {
         Ok(crate::base::bounds::bounds_f64(self.stable_prior(input, budget, None)?))
     }
 

@@ -20,9 +20,6 @@ pub const DEFAULT_BATCH: usize = 256;
 /// bounds, relaxation or bias tables, `r` and `|W|·r`.
 const VALUES_PER_NEURON: usize = 16;
 
-/// Lower and upper bounds of a node's values.
-pub type NodeBounds = (Vec<f64>, Vec<f64>);
-
 /// Why an analysis could not run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AnalysisError {

@@ -6,7 +6,7 @@
 
 pub mod analyzer;
 pub mod backend;
-pub(crate) mod bounds;
+pub mod bounds;
 pub mod budget;
 pub(crate) mod clock;
 pub mod eval;

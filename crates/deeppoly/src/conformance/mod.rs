@@ -6,6 +6,7 @@
 
 use crate::base::analyzer::Analyzer;
 use crate::base::backend::{Arith, Backend};
+use crate::base::bounds::LoHi;
 use crate::base::eval::eval_all;
 use crate::base::ir::{Network, Shape};
 use crate::base::options::Options;
@@ -48,7 +49,7 @@ pub fn two_two_example<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let a = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare");
     let input = InputBox::new(vec![0.0; 2], vec![0.5; 2]).expect("box");
     let b = a.node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("bounds");
-    let u = b[3].1[0];
+    let u = b[3].hi[0];
     assert!((1.25..1.25 + 1e-5).contains(&u), "u(dense2[0]) = {u}");
     let prop = Property::robustness("2222", input, 0, 2).expect("prop");
     let out = a.analyze(&prop).expect("analyze");
@@ -79,8 +80,8 @@ pub fn sparse_equals_dense<B: Backend<T>, T: Fp>(be: &B, seed: u64, arith: Arith
         d.node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("dense"),
     );
     let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-9 };
-    for (i, (lo, hi)) in bs.iter().enumerate() {
-        let (dl, dh) = &bd[map[i]];
+    for (i, LoHi { lo, hi }) in bs.iter().enumerate() {
+        let LoHi { lo: dl, hi: dh } = &bd[map[i]];
         for j in 0..lo.len() {
             let ok = |x: f64, y: f64| (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs()));
             assert!(
@@ -165,7 +166,7 @@ pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
             let in_box = x32.iter().enumerate().all(|(i, &v)| (v as f64) >= input.lo[i] && (v as f64) <= input.hi[i]);
             let v64 = eval_all::<f64>(&net, &x);
             let v32 = eval_all::<f32>(&net, &x32);
-            for (n, (lo, hi)) in b.iter().enumerate() {
+            for (n, LoHi { lo, hi }) in b.iter().enumerate() {
                 for j in 0..lo.len() {
                     assert!(
                         lo[j] <= v64[n][j] && v64[n][j] <= hi[j],
@@ -200,12 +201,12 @@ pub fn overflow_gives_no_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let b = a
         .node_bounds(&InputBox::new(vec![1.0], vec![2.0]).expect("box"), crate::base::budget::Budget::UNLIMITED)
         .expect("bounds");
-    assert_eq!((b[1].0[0], b[1].1[0]), (f64::NEG_INFINITY, f64::INFINITY), "{:?}", b[1]);
-    assert!(b[1].0[1] <= 1.0 && b[1].1[1] >= 2.0 && b[1].1[1] < 2.001);
+    assert_eq!((b[1].lo[0], b[1].hi[0]), (f64::NEG_INFINITY, f64::INFINITY), "{:?}", b[1]);
+    assert!(b[1].lo[1] <= 1.0 && b[1].hi[1] >= 2.0 && b[1].hi[1] < 2.001);
     let ok = a
         .node_bounds(&InputBox::new(vec![0.5], vec![1.0]).expect("box"), crate::base::budget::Budget::UNLIMITED)
         .expect("bounds");
-    assert!(ok[1].1[0].is_finite(), "no overflow below 1.7e38: {:?}", ok[1]);
+    assert!(ok[1].hi[0].is_finite(), "no overflow below 1.7e38: {:?}", ok[1]);
 }
 
 /// A batch gives every property the verdict and bounds it gets alone

@@ -4,13 +4,13 @@
 
 use crate::base::analyzer::Analyzer;
 use crate::base::backend::Backend;
-use crate::base::ir::{Op, Shape};
+use crate::base::ir::{Network, Op, Shape};
 use crate::base::options::Options;
 use crate::base::property::InputBox;
 use crate::base::relax::Slopes;
 use crate::base::relax::{ReluLower, unstable};
 use crate::base::rng::SplitMix;
-use crate::crown::lagrange::{SlotBounds, SplitConstraint, free_slopes};
+use crate::crown::lagrange::{Eval, SlotBounds, SplitConstraint, free_slopes};
 use crate::crown::relaxed::{RelaxedRows, RowSpec};
 use crate::crown::relaxed_bound::{Offsets, relaxed_bound};
 use crate::testnets::{random_mlp, random_resnet, random_slopes};
@@ -22,110 +22,133 @@ use polycert_interval::Fp;
 /// supergradients equal the host's, on MLPs and residual conv nets.
 pub fn relaxed_bound_matches_host<B: Backend<T>, T: Fp>(be: &B) {
     let mut rng = SplitMix(57);
-    let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-10 };
     let mut free_seen = 0;
     for k in 0..6 {
         let net = match k % 2 {
             0 => random_mlp(&mut rng, &[6, 14, 12, 10, 4]),
             _ => random_resnet(&mut rng, Shape::new(2, 5, 5), 3, 4),
         };
-        let a = Analyzer::<B, T>::new(&net, be, Options::default()).expect("prepare");
-        let n_in = net.input_shape().numel();
-        let boxes: Vec<InputBox> = (0..3)
-            .map(|_| {
-                let c: Vec<f64> = (0..n_in).map(|_| rng.weight(1.0)).collect();
-                InputBox::new(c.iter().map(|v| v - 0.4).collect(), c.iter().map(|v| v + 0.4).collect()).expect("box")
-            })
-            .collect();
-        let st = a.forward_pass(&boxes.iter().collect::<Vec<_>>()).expect("forward");
-        let nodes = net.nodes();
-        let views: Vec<SlotBounds<'_, T>> = (0..3)
-            .map(|s| {
-                st.bounds
-                    .iter()
-                    .zip(nodes)
-                    .map(|(b, n)| {
-                        (
-                            &b.lo[s * n.shape.numel()..][..n.shape.numel()],
-                            &b.hi[s * n.shape.numel()..][..n.shape.numel()],
-                        )
-                    })
-                    .collect()
-            })
-            .collect();
-        let offsets: Vec<Offsets> = (0..3)
-            .map(|_| {
-                nodes
-                    .iter()
-                    .map(|n| {
-                        matches!(n.op, Op::Dense { .. } | Op::Conv2d(_))
-                            .then(|| (0..n.shape.numel()).map(|_| (-0.01 * rng.unit(), 0.01 * rng.unit())).collect())
-                    })
-                    .collect()
-            })
-            .collect();
-        // Split constraints: a few unstable ReLU inputs per slot.
-        let splits: Vec<Vec<SplitConstraint>> = views
-            .iter()
-            .map(|v| {
-                let cands: Vec<(usize, usize)> = nodes
-                    .iter()
-                    .filter(|n| n.op == Op::Relu)
-                    .flat_map(|n| {
-                        let x0 = n.inputs[0];
-                        (0..v[x0].0.len()).filter(move |&j| unstable(v[x0].0[j], v[x0].1[j])).map(move |j| (x0, j))
-                    })
-                    .collect();
-                (0..3.min(cands.len()))
-                    .map(|_| {
-                        let (node, neuron) = cands[rng.below(cands.len())];
-                        SplitConstraint { node, neuron, active: rng.unit() < 0.5 }
-                    })
-                    .collect()
-            })
-            .collect();
-        let slopes: Vec<Option<Slopes>> = (0..3).map(|s| (s != 1).then(|| random_slopes(&net, &mut rng))).collect();
-        let n_out = net.output_shape().numel();
-        let cs: Vec<Vec<f64>> = (0..6).map(|_| (0..n_out).map(|_| rng.weight(1.0)).collect()).collect();
-        let betas: Vec<Vec<f64>> = (0..6).map(|r| splits[r / 2].iter().map(|_| rng.unit()).collect()).collect();
-        let specs: Vec<RowSpec<'_, T>> = (0..6)
-            .map(|r| RowSpec { bounds: &views[r / 2], offsets: &offsets[r / 2], c: &cs[r], splits: &splits[r / 2] })
-            .collect();
-        let lower = ReluLower::Area;
-        let rows = RelaxedRows::new(&a, &specs, lower).expect("tables").expect("supported net");
-        let alpha: Vec<Option<&Slopes>> = (0..6).map(|r| slopes[r / 2].as_ref()).collect();
-        let beta: Vec<&[f64]> = betas.iter().map(|b| &b[..]).collect();
-        let got = rows.eval(&alpha, &beta).expect("eval");
-        for (r, (l, gb, ga)) in got.iter().enumerate() {
-            let s = r / 2;
-            let (want, wb, wa) = relaxed_bound(
-                &net,
-                (&views[s], &offsets[s]),
-                (net.output(), &cs[r]),
-                &splits[s],
-                &betas[r],
-                alpha[r],
-                lower,
-            )
-            .expect("host bound");
-            let close = |x: f64, y: f64| (x - y).abs() <= tol * (1.0 + y.abs());
-            assert!(close(*l, want), "net {k} row {r}: {l} vs {want}");
-            assert_eq!(gb.len(), wb.len());
-            for (x, y) in gb.iter().zip(&wb) {
-                assert!(close(*x, *y), "net {k} row {r} β gradient: {gb:?} vs {wb:?}");
-            }
-            // The backend's supergradients come at the free slopes only.
-            let free = free_slopes(&net, &views[s], nodes.len());
-            for (id, w) in wa.iter().enumerate() {
-                for (j, &y) in w.iter().enumerate() {
-                    let x = free.iter().position(|&f| f == (id, j)).map_or(0.0, |k| ga.at(k, (id, j)));
-                    assert!(close(x, y), "net {k} row {r} α gradient ({id}, {j}): {x} vs {y}");
-                    free_seen += usize::from(y != 0.0);
-                }
-            }
-        }
+        free_seen += rows_match_host::<B, T>(be, &net, k, &mut rng);
     }
     assert!(free_seen > 20, "too few free slopes with a gradient to test: {free_seen}");
+}
+
+/// [`relaxed_bound_matches_host`] on net `k`: its six rows compared, and
+/// the number of non-zero α supergradients among them.
+fn rows_match_host<B: Backend<T>, T: Fp>(be: &B, net: &Network, k: usize, rng: &mut SplitMix) -> usize {
+    let a = Analyzer::<B, T>::new(net, be, Options::default()).expect("prepare");
+    let boxes = random_boxes(net, rng);
+    let st = a.forward_pass(&boxes.iter().collect::<Vec<_>>()).expect("forward");
+    let nodes = net.nodes();
+    let views: Vec<SlotBounds<'_, T>> = (0..3)
+        .map(|s| {
+            st.bounds
+                .iter()
+                .zip(nodes)
+                .map(|(b, n)| {
+                    (&b.lo[s * n.shape.numel()..][..n.shape.numel()], &b.hi[s * n.shape.numel()..][..n.shape.numel()])
+                })
+                .collect()
+        })
+        .collect();
+    let offsets = random_offsets(net, rng);
+    let splits: Vec<Vec<SplitConstraint>> = views.iter().map(|v| random_splits(net, v, rng)).collect();
+    let slopes: Vec<Option<Slopes>> = (0..3).map(|s| (s != 1).then(|| random_slopes(net, rng))).collect();
+    let n_out = net.output_shape().numel();
+    let cs: Vec<Vec<f64>> = (0..6).map(|_| (0..n_out).map(|_| rng.weight(1.0)).collect()).collect();
+    let betas: Vec<Vec<f64>> = (0..6).map(|r| splits[r / 2].iter().map(|_| rng.unit()).collect()).collect();
+    let specs: Vec<RowSpec<'_, T>> = (0..6)
+        .map(|r| RowSpec { bounds: &views[r / 2], offsets: &offsets[r / 2], c: &cs[r], splits: &splits[r / 2] })
+        .collect();
+    let rows = RelaxedRows::new(&a, &specs, ReluLower::Area).expect("tables").expect("supported net");
+    let alpha: Vec<Option<&Slopes>> = (0..6).map(|r| slopes[r / 2].as_ref()).collect();
+    let beta: Vec<&[f64]> = betas.iter().map(|b| &b[..]).collect();
+    let got = rows.eval(&alpha, &beta).expect("eval");
+    got.iter().enumerate().map(|(r, g)| row_matches_host(net, (k, r), &specs[r], (beta[r], alpha[r]), g)).sum()
+}
+
+/// Three random boxes of half-width 0.4 in the network's input.
+fn random_boxes(net: &Network, rng: &mut SplitMix) -> Vec<InputBox> {
+    let n_in = net.input_shape().numel();
+    (0..3)
+        .map(|_| {
+            let c: Vec<f64> = (0..n_in).map(|_| rng.weight(1.0)).collect();
+            InputBox::new(c.iter().map(|v| v - 0.4).collect(), c.iter().map(|v| v + 0.4).collect()).expect("box")
+        })
+        .collect()
+}
+
+/// Per slot of three, random rounding offsets of the affine layers.
+fn random_offsets(net: &Network, rng: &mut SplitMix) -> Vec<Offsets> {
+    (0..3)
+        .map(|_| {
+            net.nodes()
+                .iter()
+                .map(|n| {
+                    matches!(n.op, Op::Dense { .. } | Op::Conv2d(_))
+                        .then(|| (0..n.shape.numel()).map(|_| (-0.01 * rng.unit(), 0.01 * rng.unit())).collect())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Split constraints on up to three of a slot's unstable ReLU inputs.
+fn random_splits<T: Fp>(net: &Network, v: &SlotBounds<'_, T>, rng: &mut SplitMix) -> Vec<SplitConstraint> {
+    let cands: Vec<(usize, usize)> = net
+        .nodes()
+        .iter()
+        .filter(|n| n.op == Op::Relu)
+        .flat_map(|n| {
+            let x0 = n.inputs[0];
+            (0..v[x0].0.len()).filter(move |&j| unstable(v[x0].0[j], v[x0].1[j])).map(move |j| (x0, j))
+        })
+        .collect();
+    (0..3.min(cands.len()))
+        .map(|_| {
+            let (node, neuron) = cands[rng.below(cands.len())];
+            SplitConstraint { node, neuron, active: rng.unit() < 0.5 }
+        })
+        .collect()
+}
+
+/// Row `r` of net `k`: the backend's bound and supergradients `got` equal
+/// the host's; the number of non-zero α supergradients.
+fn row_matches_host<T: Fp>(
+    net: &Network,
+    (k, r): (usize, usize),
+    spec: &RowSpec<'_, T>,
+    (beta, alpha): (&[f64], Option<&Slopes>),
+    (l, gb, ga): &Eval,
+) -> usize {
+    let tol = if std::mem::size_of::<T>() == 4 { 1e-4 } else { 1e-10 };
+    let (want, wb, wa) = relaxed_bound(
+        net,
+        (spec.bounds, spec.offsets),
+        (net.output(), spec.c),
+        spec.splits,
+        beta,
+        alpha,
+        ReluLower::Area,
+    )
+    .expect("host bound");
+    let close = |x: f64, y: f64| (x - y).abs() <= tol * (1.0 + y.abs());
+    assert!(close(*l, want), "net {k} row {r}: {l} vs {want}");
+    assert_eq!(gb.len(), wb.len());
+    for (x, y) in gb.iter().zip(&wb) {
+        assert!(close(*x, *y), "net {k} row {r} β gradient: {gb:?} vs {wb:?}");
+    }
+    // The backend's supergradients come at the free slopes only.
+    let free = free_slopes(net, spec.bounds, net.nodes().len());
+    let mut free_seen = 0;
+    for (id, w) in wa.iter().enumerate() {
+        for (j, &y) in w.iter().enumerate() {
+            let x = free.iter().position(|&f| f == (id, j)).map_or(0.0, |k| ga.at(k, (id, j)));
+            assert!(close(x, y), "net {k} row {r} α gradient ({id}, {j}): {x} vs {y}");
+            free_seen += usize::from(y != 0.0);
+        }
+    }
+    free_seen
 }
 
 /// Sparse transfers (`relaxed.rs`'s free slopes) are exact: `gather` reads

@@ -26,17 +26,17 @@ pub fn stabilize_clamps_provable_ends<B: Backend<T>, T: Fp>(be: &B) {
     let (input, a) = unit_box_without_pgd::<B, T>(&net, be);
     let plain = a.node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("bounds");
     let got = a.stabilized_node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("stabilised bounds");
-    let (l0, u0) = (plain[q].0[0], plain[q].1[0]);
+    let (l0, u0) = (plain[q].lo[0], plain[q].hi[0]);
     assert!((-8.26..=-8.25).contains(&l0) && u0 > 0.0, "DeepPoly's q_0: [{l0}, {u0}]");
-    assert_eq!((got[q].0[0], got[q].1[0]), (0.0, u0), "q_0 is proved positive");
-    let (l1, u1) = (plain[q].0[1], plain[q].1[1]);
+    assert_eq!((got[q].lo[0], got[q].hi[0]), (0.0, u0), "q_0 is proved positive");
+    let (l1, u1) = (plain[q].lo[1], plain[q].hi[1]);
     assert!((-8.51..=-8.5).contains(&l1) && (8.5..=8.51).contains(&u1), "q_1: [{l1}, {u1}]");
-    assert_eq!((got[q].0[1], got[q].1[1]), (l1, u1), "q_1 changes sign: its bounds stay");
-    let (l2, u2) = (plain[q].0[2], plain[q].1[2]);
+    assert_eq!((got[q].lo[1], got[q].hi[1]), (l1, u1), "q_1 changes sign: its bounds stay");
+    let (l2, u2) = (plain[q].lo[2], plain[q].hi[2]);
     assert!((-8.76..=-8.75).contains(&l2) && u2 > 0.0, "q_2: [{l2}, {u2}]");
-    assert_eq!((got[q].0[2], got[q].1[2]), (l2 / 8.0, u2), "q_2 changes sign: its lower bound is halved 3 times");
+    assert_eq!((got[q].lo[2], got[q].hi[2]), (l2 / 8.0, u2), "q_2 changes sign: its lower bound is halved 3 times");
     for (node, (g, p)) in got.iter().zip(&plain).enumerate() {
-        let inside = g.0.iter().zip(&p.0).all(|(a, b)| a >= b) && g.1.iter().zip(&p.1).all(|(a, b)| a <= b);
+        let inside = g.lo.iter().zip(&p.lo).all(|(a, b)| a >= b) && g.hi.iter().zip(&p.hi).all(|(a, b)| a <= b);
         assert!(inside, "node {node}: {g:?} is not within {p:?}");
     }
 }
@@ -54,13 +54,13 @@ pub fn stabilize_continues_from_its_start<B: Backend<T>, T: Fp>(be: &B) {
     let again =
         a.stable_prior(&input, crate::base::budget::Budget::UNLIMITED, Some(&start)).expect("second stabilisation");
     let (first, got) = (crate::base::bounds::bounds_f64(start), crate::base::bounds::bounds_f64(again));
-    let l2 = first[q].0[2];
+    let l2 = first[q].lo[2];
     assert!((-1.0938..=-8.75 / 8.0).contains(&l2), "the first stabilisation halves q_2's lower bound 3 times: {l2}");
-    assert_eq!((got[q].0[0], got[q].1[0]), (0.0, first[q].1[0]), "q_0 stays proved positive");
-    assert_eq!(got[q].0[2], l2 / 4.0, "q_2's lower bound is halved twice more");
-    assert_eq!(got[q].1[2], first[q].1[2], "q_2's upper bound stays");
+    assert_eq!((got[q].lo[0], got[q].hi[0]), (0.0, first[q].hi[0]), "q_0 stays proved positive");
+    assert_eq!(got[q].lo[2], l2 / 4.0, "q_2's lower bound is halved twice more");
+    assert_eq!(got[q].hi[2], first[q].hi[2], "q_2's upper bound stays");
     for (node, (g, p)) in got.iter().zip(&first).enumerate() {
-        let inside = g.0.iter().zip(&p.0).all(|(a, b)| a >= b) && g.1.iter().zip(&p.1).all(|(a, b)| a <= b);
+        let inside = g.lo.iter().zip(&p.lo).all(|(a, b)| a >= b) && g.hi.iter().zip(&p.hi).all(|(a, b)| a <= b);
         assert!(inside, "node {node}: {g:?} is not within its start {p:?}");
     }
 }
@@ -87,9 +87,9 @@ pub fn stabilize_from_a_start_passes_spent_layers<B: Backend<T>, T: Fp>(be: &B) 
     let again =
         a.stable_prior(&input, crate::base::budget::Budget::UNLIMITED, Some(&first)).expect("second stabilisation");
     let (first, got) = (crate::base::bounds::bounds_f64(first), crate::base::bounds::bounds_f64(again));
-    assert!(first[q].0[0] < -8.0, "the first stops at `a`: q_0 ≥ {}", first[q].0[0]);
-    assert_eq!((first[half].0[0], first[half].1[0]), (got[half].0[0], got[half].1[0]), "a gives nothing");
-    assert_eq!(got[q].0[0], 0.0, "from a start, q_0 is proved positive");
+    assert!(first[q].lo[0] < -8.0, "the first stops at `a`: q_0 ≥ {}", first[q].lo[0]);
+    assert_eq!((first[half].lo[0], first[half].hi[0]), (got[half].lo[0], got[half].hi[0]), "a gives nothing");
+    assert_eq!(got[q].lo[0], 0.0, "from a start, q_0 is proved positive");
 }
 
 /// `[−1, 1]` for every input of `net`, and an analyzer without PGD.

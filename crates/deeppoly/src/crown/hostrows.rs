@@ -32,18 +32,34 @@ pub(crate) fn eval_rows<T: Fp>(
     beta: &[&[f64]],
     lower: ReluLower,
 ) -> Vec<Option<Eval>> {
+    let back = backward(net, rows, alpha, beta, lower);
+    let z = forward_at_corners(net, rows, &back);
+    let relus: Vec<NodeId> = (0..net.output()).filter(|&id| !back.free[id].is_empty()).collect();
+    rows.par_iter().zip(beta).enumerate().map(|(r, (row, b))| row_eval(net, r, (row, b), &z, &back, &relus)).collect()
+}
+
+/// The backward pass, per node: the rows' coefficients (row-major) and, at
+/// a ReLU, each row's relaxation line per neuron and the coefficient of its
+/// lower slope where that slope is free (else 0).
+struct Backward {
+    coef: Vec<Vec<f64>>,
+    lines: Vec<Vec<(f64, f64)>>,
+    free: Vec<Vec<f64>>,
+}
+
+/// Backward: the rows' coefficients carried from the output to the input
+/// through every layer, each ReLU through its relaxation's lines.
+fn backward<T: Fp>(
+    net: &Network,
+    rows: &[&RowSpec<'_, T>],
+    alpha: &[Option<&Slopes>],
+    beta: &[&[f64]],
+    lower: ReluLower,
+) -> Backward {
     let nodes = net.nodes();
     let (r_n, out) = (rows.len(), net.output());
     let size = |id: NodeId| nodes[id].shape.numel().max(1);
-    // Backward: per node, the rows' coefficients (row-major), the output
-    // rows starting at `c` and each split neuron at `−β·s`.
-    let mut coef: Vec<Vec<f64>> = nodes.iter().map(|n| vec![0.0; r_n * n.shape.numel()]).collect();
-    coef[out].par_chunks_mut(size(out)).zip(rows).for_each(|(g, r)| g.iter_mut().zip(r.c).for_each(|(a, &v)| *a = v));
-    for (r, (row, b)) in rows.iter().zip(beta).enumerate() {
-        for (s, &bk) in row.splits.iter().zip(b.iter()) {
-            coef[s.node][r * size(s.node) + s.neuron] -= bk * if s.active { 1.0 } else { -1.0 };
-        }
-    }
+    let mut coef = start_coefficients(net, rows, beta);
     let mut lines: Vec<Vec<(f64, f64)>> = vec![Vec::new(); nodes.len()];
     let mut free: Vec<Vec<f64>> = vec![Vec::new(); nodes.len()];
     for id in (1..=out).rev() {
@@ -53,51 +69,88 @@ pub(crate) fn eval_rows<T: Fp>(
         match &nodes[id].op {
             Op::Dense { weight, .. } => gemm_acc(&mut coef[x0], &g, weight, (r_n, n_in, n), (n_in as isize, 1)),
             Op::Reshape => coef[x0].iter_mut().zip(&g).for_each(|(a, &v)| *a += v),
-            Op::Relu => {
-                let (mut l, mut f) = (vec![(0.0, 0.0); r_n * n], vec![0.0; r_n * n]);
-                coef[x0]
-                    .par_chunks_mut(n)
-                    .zip(g.par_chunks(n))
-                    .zip(l.par_chunks_mut(n).zip(f.par_chunks_mut(n)))
-                    .zip(rows.par_iter().zip(alpha))
-                    .for_each(|(((gx, g), (l, f)), (row, a))| {
-                        let (lo, hi) = row.bounds[x0];
-                        let al = a.map(|al| &al[id][..]);
-                        for j in 0..n {
-                            let (line, free) = bound_line((lo, hi), j, g[j], al, lower);
-                            if free {
-                                f[j] = g[j];
-                            }
-                            gx[j] += g[j] * line.0;
-                            l[j] = line;
-                        }
-                    });
-                (lines[id], free[id]) = (l, f);
-            }
+            Op::Relu => (lines[id], free[id]) = relu_backward(&mut coef[x0], &g, (id, x0, n), rows, alpha, lower),
             _ => {}
         }
         coef[id] = g;
     }
-    // Forward: the relaxed network at each row's minimising input corner,
-    // each affine layer adding the end of its constant interval the bound uses.
+    Backward { coef, lines, free }
+}
+
+/// The backward pass's start: per node, the rows' coefficients, zero but at
+/// the output (each row's `c`) and at each split neuron (`−β·s`).
+fn start_coefficients<T: Fp>(net: &Network, rows: &[&RowSpec<'_, T>], beta: &[&[f64]]) -> Vec<Vec<f64>> {
+    let nodes = net.nodes();
+    let (r_n, out) = (rows.len(), net.output());
+    let size = |id: NodeId| nodes[id].shape.numel().max(1);
+    let mut coef: Vec<Vec<f64>> = nodes.iter().map(|n| vec![0.0; r_n * n.shape.numel()]).collect();
+    coef[out].par_chunks_mut(size(out)).zip(rows).for_each(|(g, r)| g.iter_mut().zip(r.c).for_each(|(a, &v)| *a = v));
+    for (r, (row, b)) in rows.iter().zip(beta).enumerate() {
+        for (s, &bk) in row.splits.iter().zip(b.iter()) {
+            coef[s.node][r * size(s.node) + s.neuron] -= bk * if s.active { 1.0 } else { -1.0 };
+        }
+    }
+    coef
+}
+
+/// A ReLU's backward step: per row and neuron, the relaxation line the
+/// coefficient `g` picks (with the row's slopes `alpha`), `g` carried
+/// through it onto the input's coefficients `gx`. The lines, and `g` where
+/// the lower slope is free.
+fn relu_backward<T: Fp>(
+    gx: &mut [f64],
+    g: &[f64],
+    (id, x0, n): (NodeId, NodeId, usize),
+    rows: &[&RowSpec<'_, T>],
+    alpha: &[Option<&Slopes>],
+    lower: ReluLower,
+) -> (Vec<(f64, f64)>, Vec<f64>) {
+    let r_n = rows.len();
+    let (mut l, mut f) = (vec![(0.0, 0.0); r_n * n], vec![0.0; r_n * n]);
+    gx.par_chunks_mut(n)
+        .zip(g.par_chunks(n))
+        .zip(l.par_chunks_mut(n).zip(f.par_chunks_mut(n)))
+        .zip(rows.par_iter().zip(alpha))
+        .for_each(|(((gx, g), (l, f)), (row, a))| {
+            let (lo, hi) = row.bounds[x0];
+            let al = a.map(|al| &al[id][..]);
+            for j in 0..n {
+                let (line, free) = bound_line((lo, hi), j, g[j], al, lower);
+                if free {
+                    f[j] = g[j];
+                }
+                gx[j] += g[j] * line.0;
+                l[j] = line;
+            }
+        });
+    (l, f)
+}
+
+/// Forward: the relaxed network at each row's minimising input corner,
+/// each affine layer adding the end of its constant interval the bound uses.
+/// Per node, the rows' values (row-major).
+fn forward_at_corners<T: Fp>(net: &Network, rows: &[&RowSpec<'_, T>], back: &Backward) -> Vec<Vec<f64>> {
+    let nodes = net.nodes();
+    let (r_n, out) = (rows.len(), net.output());
+    let size = |id: NodeId| nodes[id].shape.numel().max(1);
     let n0 = size(0);
     let mut x0 = vec![0.0; r_n * n0];
-    x0.par_chunks_mut(n0).zip(coef[0].par_chunks(n0)).zip(rows).for_each(|((x, a), row)| {
+    x0.par_chunks_mut(n0).zip(back.coef[0].par_chunks(n0)).zip(rows).for_each(|((x, a), row)| {
         let (lo, hi) = row.bounds[0];
         for i in 0..x.len() {
             x[i] = if a[i] >= 0.0 { lo[i] } else { hi[i] }.to_f64_exact();
         }
     });
     let mut z: Vec<Vec<f64>> = vec![x0];
-    for id in 1..=out {
-        let x0 = nodes[id].inputs[0];
+    for (id, node) in nodes.iter().enumerate().take(out + 1).skip(1) {
+        let x0 = node.inputs[0];
         let (n, n_in) = (size(id), size(x0));
-        let v = match &nodes[id].op {
-            Op::Relu => z[x0].iter().zip(&lines[id]).map(|(&x, &(a, b))| a * x + b).collect(),
+        let v = match &node.op {
+            Op::Relu => z[x0].iter().zip(&back.lines[id]).map(|(&x, &(a, b))| a * x + b).collect(),
             Op::Dense { weight, bias, .. } => {
                 let mut v: Vec<f64> = (0..r_n).flat_map(|_| bias.iter().copied()).collect();
                 gemm_acc(&mut v, &z[x0], weight, (r_n, n, n_in), (1, n_in as isize));
-                v.par_chunks_mut(n).zip(coef[id].par_chunks(n)).zip(rows).for_each(|((v, a), row)| {
+                v.par_chunks_mut(n).zip(back.coef[id].par_chunks(n)).zip(rows).for_each(|((v, a), row)| {
                     if let Some(Some(off)) = row.offsets.get(id) {
                         for ((x, &(lo, hi)), &a) in v.iter_mut().zip(off).zip(a) {
                             *x += if a >= 0.0 { lo } else { hi };
@@ -110,27 +163,36 @@ pub(crate) fn eval_rows<T: Fp>(
         };
         z.push(v);
     }
-    let relus: Vec<NodeId> = (0..out).filter(|&id| !free[id].is_empty()).collect();
-    rows.par_iter()
-        .zip(beta)
-        .enumerate()
-        .map(|(r, (row, b))| {
-            let n_out = size(out);
-            let y = &z[out][r * n_out..(r + 1) * n_out];
-            let mut bound: f64 = row.c.iter().zip(y).map(|(a, b)| a * b).sum();
-            let at = |node: NodeId, j: usize| z[node][r * size(node) + j];
-            let grad: Vec<f64> =
-                row.splits.iter().map(|s| -(if s.active { 1.0 } else { -1.0 }) * at(s.node, s.neuron)).collect();
-            bound += grad.iter().zip(b.iter()).map(|(g, b)| g * b).sum::<f64>();
-            // ∂L/∂α_j = a_j·x_j at the relaxed network's ReLU input.
-            let mut ga: Slopes = vec![Vec::new(); nodes.len()];
-            for &id in &relus {
-                let (n, x) = (size(id), nodes[id].inputs[0]);
-                ga[id] = (0..n).map(|j| free[id][r * n + j] * at(x, j)).collect();
-            }
-            bound.is_finite().then_some((bound, grad, SlopeGrads::Dense(ga)))
-        })
-        .collect()
+    z
+}
+
+/// Row `r`'s `L(α, β)` from the relaxed network's values `z`, and its
+/// supergradients in β and in the free slopes of the ReLUs `relus`.
+fn row_eval<T: Fp>(
+    net: &Network,
+    r: usize,
+    (row, b): (&RowSpec<'_, T>, &[f64]),
+    z: &[Vec<f64>],
+    back: &Backward,
+    relus: &[NodeId],
+) -> Option<Eval> {
+    let nodes = net.nodes();
+    let out = net.output();
+    let size = |id: NodeId| nodes[id].shape.numel().max(1);
+    let n_out = size(out);
+    let y = &z[out][r * n_out..(r + 1) * n_out];
+    let mut bound: f64 = row.c.iter().zip(y).map(|(a, b)| a * b).sum();
+    let at = |node: NodeId, j: usize| z[node][r * size(node) + j];
+    let grad: Vec<f64> =
+        row.splits.iter().map(|s| -(if s.active { 1.0 } else { -1.0 }) * at(s.node, s.neuron)).collect();
+    bound += grad.iter().zip(b.iter()).map(|(g, b)| g * b).sum::<f64>();
+    // ∂L/∂α_j = a_j·x_j at the relaxed network's ReLU input.
+    let mut ga: Slopes = vec![Vec::new(); nodes.len()];
+    for &id in relus {
+        let (n, x) = (size(id), nodes[id].inputs[0]);
+        ga[id] = (0..n).map(|j| back.free[id][r * n + j] * at(x, j)).collect();
+    }
+    bound.is_finite().then_some((bound, grad, SlopeGrads::Dense(ga)))
 }
 
 /// `dst (m × n) += a (m × k) · B`, with `B`'s element `(i, j)` at

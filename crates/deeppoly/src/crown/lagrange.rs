@@ -455,42 +455,20 @@ mod tests {
         // the layer's shared slopes also go to ½; its upper end (−1) pays
         // ReLU's upper line only, so it has nothing to choose.
         let tune = CrownOptions::default();
-        let (a, gain) = crate::crown::tighten::layer_slopes(
-            &n2,
-            (&sb, &off),
-            4,
-            &[(0, 1.0)],
-            (area, &tune, crate::base::budget::Budget::UNLIMITED),
-        )
-        .unwrap();
+        let slopes = |node, end: f64, budget| {
+            crate::crown::tighten::layer_slopes(&n2, (&sb, &off), node, &[(0, end)], (area, &tune, budget))
+        };
+        let all = crate::base::budget::Budget::UNLIMITED;
+        let (a, gain) = slopes(4, 1.0, all).unwrap();
         assert!((a[2][0] - 0.5).abs() < 0.06, "{a:?}");
         // From −0.5 to about 0: nearly all of it.
         assert!(gain > 0.85 && gain <= 1.0, "{gain}");
         let (l4, _, _) = relaxed_bound(&n2, (&sb, &off), (4, &[1.0]), &[], &[], Some(&a), area).unwrap();
         assert!(l4 > -0.06, "{l4}");
-        assert_eq!(
-            crate::crown::tighten::layer_slopes(
-                &n2,
-                (&sb, &off),
-                4,
-                &[(0, -1.0)],
-                (area, &tune, crate::base::budget::Budget::UNLIMITED)
-            ),
-            None
-        );
+        assert_eq!(slopes(4, -1.0, all), None);
         // Node 1 (before every ReLU) has no slope to choose.
-        assert_eq!(
-            crate::crown::tighten::layer_slopes(
-                &n2,
-                (&sb, &off),
-                1,
-                &[(0, 1.0)],
-                (area, &tune, crate::base::budget::Budget::UNLIMITED)
-            ),
-            None
-        );
+        assert_eq!(slopes(1, 1.0, all), None);
         // Past its deadline it takes no step, so nothing is gained.
-        let past = crate::base::budget::Budget::until(std::time::Instant::now());
-        assert_eq!(crate::crown::tighten::layer_slopes(&n2, (&sb, &off), 4, &[(0, 1.0)], (area, &tune, past)), None);
+        assert_eq!(slopes(4, 1.0, crate::base::budget::Budget::until(std::time::Instant::now())), None);
     }
 }

@@ -69,6 +69,46 @@ impl Goal {
 
 type Pending<G, M> = BTreeMap<NodeId, (G, M)>;
 
+/// A chunk's rows during backsubstitution: each row's best lower bound so
+/// far, and for each row still open its index among the chunk's rows.
+struct Tracked<'g> {
+    best: Vec<f64>,
+    orig: Vec<u32>,
+    group: &'g [u32],
+    goal: Goal,
+}
+
+impl<'g> Tracked<'g> {
+    fn new(group: &'g [u32], goal: Goal) -> Self {
+        let n = group.len();
+        Tracked { best: vec![f64::NEG_INFINITY; n], orig: (0..n as u32).collect(), group, goal }
+    }
+
+    /// Raises the open rows' best bounds to `lb`; the groups now decided.
+    fn record(&mut self, lb: &[f64]) -> std::collections::HashSet<u32> {
+        let mut done_groups = std::collections::HashSet::new();
+        for (r, &l) in lb.iter().enumerate() {
+            let o = self.orig[r] as usize;
+            // A NaN bound proves nothing (and `max` keeps the old one).
+            self.best[o] = self.best[o].max(l);
+            if self.goal.met(self.best[o]) {
+                done_groups.insert(self.group[o]);
+            }
+        }
+        done_groups
+    }
+
+    /// The open rows (their places among the open rows) outside the groups `done`.
+    fn open_outside(&self, done: &std::collections::HashSet<u32>) -> Vec<u32> {
+        (0..self.orig.len() as u32).filter(|&r| !done.contains(&self.group[self.orig[r as usize] as usize])).collect()
+    }
+
+    /// Only the open rows `keep` stay open.
+    fn keep(&mut self, keep: &[u32]) {
+        self.orig = keep.iter().map(|&r| self.orig[r as usize]).collect();
+    }
+}
+
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Best certified lower bound of every row, processing rows in chunks
     /// that fit the memory budget, in the arithmetic of `opts.passes.arith`.
@@ -150,10 +190,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         goal: Goal,
         budget: Budget,
     ) -> Result<Vec<f64>, AnalysisError> {
-        let n = group.len();
         let be = self.backend;
-        let mut best = vec![f64::NEG_INFINITY; n];
-        let mut orig: Vec<u32> = (0..n as u32).collect();
+        let mut rows = Tracked::new(group, goal);
         let mut pending: Pending<Geom, A::M> = BTreeMap::new();
         for (node, g, m) in parts {
             if let Some(d) = self.merge::<A>(st, &mut pending, node, g, m)? {
@@ -173,59 +211,86 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let top = *pending.keys().next_back().expect("pending is never empty");
             let last = top == 0;
             if last || (self.opts.passes.early_termination && !after_relu) {
-                // Concretize every pending part over its node's bounds (one
-                // transfer: the sum comes back to decide).
                 let _p = crate::base::profile::span("backsub.check");
-                let mut sum = A::c_dup(be, &cst)?;
-                for (&node, (g, mat)) in &pending {
-                    let part = A::concretize(self, st, node, mat, g)?;
-                    A::c_add(be, &mut sum, &part)?;
-                }
-                let lb = A::c_to_host(be, &sum)?;
-                let mut done_groups = std::collections::HashSet::new();
-                for (r, &l) in lb.iter().enumerate() {
-                    let o = orig[r] as usize;
-                    // A NaN bound proves nothing (and `max` keeps the old one).
-                    best[o] = best[o].max(l);
-                    if goal.met(best[o]) {
-                        done_groups.insert(group[o]);
-                    }
-                }
+                let done_groups = rows.record(&self.concretize_pending::<A>(st, &pending, &cst)?);
                 if last {
                     break;
                 }
                 if !done_groups.is_empty() {
-                    let keep: Vec<u32> = (0..orig.len() as u32)
-                        .filter(|&r| !done_groups.contains(&group[orig[r as usize] as usize]))
-                        .collect();
+                    let keep = rows.open_outside(&done_groups);
                     if keep.is_empty() {
                         break;
                     }
-                    for (g, mat) in pending.values_mut() {
-                        *mat = A::compact(self.backend, mat, g, &keep)?;
-                        *g = g.select(&keep);
-                    }
-                    cst = A::c_compact(be, &cst, &keep)?;
-                    orig = keep.iter().map(|&r| orig[r as usize]).collect();
+                    cst = self.compact_pending::<A>(&mut pending, &cst, &keep)?;
+                    rows.keep(&keep);
                 }
             }
-            let _p = crate::base::profile::span("backsub.step");
-            let (g, mat) = pending.remove(&top).expect("top exists");
-            let (parts, delta) = self.step::<A>(st, top, &g, mat)?;
-            if let Some(d) = delta {
-                A::c_add(be, &mut cst, &d)?;
-            }
-            // A merge can cancel terms: the next check is no longer dominated.
-            let merges = parts.iter().any(|(node, _, _)| pending.contains_key(node));
-            after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid) && !merges;
-            for (node, g2, m2) in parts {
-                if let Some(d) = self.merge::<A>(st, &mut pending, node, g2, m2)? {
-                    A::c_add(be, &mut cst, &d)?;
-                }
-            }
+            after_relu = self.step_top::<A>(st, &mut pending, top, &mut cst)?;
             last_step = step_start.elapsed();
         }
-        Ok(best)
+        Ok(rows.best)
+    }
+
+    /// The rows' lower bounds now: every pending part concretized over its
+    /// node's bounds and added to the constants (one transfer: the sum comes
+    /// back to decide).
+    fn concretize_pending<A: RowArith<B, T>>(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        pending: &Pending<Geom, A::M>,
+        cst: &A::C,
+    ) -> Result<Vec<f64>, AnalysisError> {
+        let be = self.backend;
+        let mut sum = A::c_dup(be, cst)?;
+        for (&node, (g, mat)) in pending {
+            let part = A::concretize(self, st, node, mat, g)?;
+            A::c_add(be, &mut sum, &part)?;
+        }
+        A::c_to_host(be, &sum)
+    }
+
+    /// Row compaction: only the rows `keep` stay in every pending part; the
+    /// constants of those rows.
+    fn compact_pending<A: RowArith<B, T>>(
+        &self,
+        pending: &mut Pending<Geom, A::M>,
+        cst: &A::C,
+        keep: &[u32],
+    ) -> Result<A::C, AnalysisError> {
+        for (g, mat) in pending.values_mut() {
+            *mat = A::compact(self.backend, mat, g, keep)?;
+            *g = g.select(keep);
+        }
+        A::c_compact(self.backend, cst, keep)
+    }
+
+    /// One backsubstitution step of the pending part at `top` (the latest
+    /// node) through its node, the parts it gives merged back into
+    /// `pending`. Whether the next check is dominated by the last one: the
+    /// step was a ReLU's or σ's and merged into no other part.
+    fn step_top<A: RowArith<B, T>>(
+        &self,
+        st: &mut RunState<T, B::Buf>,
+        pending: &mut Pending<Geom, A::M>,
+        top: NodeId,
+        cst: &mut A::C,
+    ) -> Result<bool, AnalysisError> {
+        let be = self.backend;
+        let _p = crate::base::profile::span("backsub.step");
+        let (g, mat) = pending.remove(&top).expect("top exists");
+        let (parts, delta) = self.step::<A>(st, top, &g, mat)?;
+        if let Some(d) = delta {
+            A::c_add(be, cst, &d)?;
+        }
+        // A merge can cancel terms: the next check is no longer dominated.
+        let merges = parts.iter().any(|(node, _, _)| pending.contains_key(node));
+        let after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid) && !merges;
+        for (node, g2, m2) in parts {
+            if let Some(d) = self.merge::<A>(st, pending, node, g2, m2)? {
+                A::c_add(be, cst, &d)?;
+            }
+        }
+        Ok(after_relu)
     }
 
     /// Adds an expression part into the pending set (residual merge);

@@ -131,7 +131,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         &self,
         input: &crate::base::property::InputBox,
         budget: Budget,
-    ) -> Result<Vec<crate::base::analyzer::NodeBounds>, AnalysisError> {
+    ) -> Result<Vec<crate::base::bounds::LoHi<f64>>, AnalysisError> {
         let st = self.refined_root(input, None, budget)?;
         Ok(crate::base::bounds::bounds_f64(st.into_bounds()))
     }

@@ -16,6 +16,7 @@
 //! onnxruntime in `ops_onnxruntime`).
 
 use polycert_backend_cpu::CpuBackend;
+use polycert_deeppoly::LoHi;
 use polycert_deeppoly::base::budget::Budget;
 use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet};
@@ -317,8 +318,8 @@ fn check_counterexample(net: &Network, input: &InputBox, region: &[Vec<Halfspace
 }
 
 /// Every node's exact values `ex` lie in its bounds.
-fn exact_values_enclosed(bounds: &[(Vec<f64>, Vec<f64>)], ex: &[Vec<Rational>], arith: Arith, k: &str) {
-    for (node, (lo, hi)) in bounds.iter().enumerate() {
+fn exact_values_enclosed(bounds: &[LoHi<f64>], ex: &[Vec<Rational>], arith: Arith, k: &str) {
+    for (node, LoHi { lo, hi }) in bounds.iter().enumerate() {
         for j in 0..lo.len() {
             let (l, h) = (Rational::from_f64(lo[j]), Rational::from_f64(hi[j]));
             assert!(
@@ -332,8 +333,8 @@ fn exact_values_enclosed(bounds: &[(Vec<f64>, Vec<f64>)], ex: &[Vec<Rational>], 
 }
 
 /// Every node's float32 values `fl` (with or without `fma`) lie in its bounds.
-fn float_values_enclosed(bounds: &[(Vec<f64>, Vec<f64>)], fl: &[Vec<f32>], arith: Arith, k: &str, fma: bool) {
-    for (node, (lo, hi)) in bounds.iter().enumerate() {
+fn float_values_enclosed(bounds: &[LoHi<f64>], fl: &[Vec<f32>], arith: Arith, k: &str, fma: bool) {
+    for (node, LoHi { lo, hi }) in bounds.iter().enumerate() {
         for j in 0..lo.len() {
             let v = fl[node][j] as f64;
             assert!(
@@ -462,7 +463,7 @@ fn root_bounds_narrow_and_enclose<T: Fp>(
     seed: u64,
     widths: &[usize],
     eps: (f64, f64),
-    tight: impl Fn(&Analyzer<'_, CpuBackend, T>, &InputBox) -> Vec<(Vec<f64>, Vec<f64>)>,
+    tight: impl Fn(&Analyzer<'_, CpuBackend, T>, &InputBox) -> Vec<LoHi<f64>>,
 ) -> usize {
     let be = CpuBackend::default();
     let mut rng = SplitMix(seed);
@@ -475,15 +476,15 @@ fn root_bounds_narrow_and_enclose<T: Fp>(
         let input = InputBox::new(c.iter().map(|v| v - eps).collect(), c.iter().map(|v| v + eps).collect()).unwrap();
         let a = Analyzer::<_, T>::new(&net, &be, Options::default()).unwrap();
         let (plain, tight) = (a.node_bounds(&input, Budget::UNLIMITED).unwrap(), tight(&a, &input));
-        let narrower = |t: &(Vec<f64>, Vec<f64>), p: &(Vec<f64>, Vec<f64>)| {
-            t.0.iter().zip(&p.0).any(|(a, b)| a > b) || t.1.iter().zip(&p.1).any(|(a, b)| a < b)
+        let narrower = |t: &LoHi<f64>, p: &LoHi<f64>| {
+            t.lo.iter().zip(&p.lo).any(|(a, b)| a > b) || t.hi.iter().zip(&p.hi).any(|(a, b)| a < b)
         };
         narrowed += tight.iter().zip(&plain).any(|(t, p)| narrower(t, p)) as usize;
         for t in 0..30 {
             let x = box_point(&input, t, &mut rng);
             let ex = exact(&net, &x);
             let fl: Vec<_> = [false, true].iter().map(|&fma| float32(&net, &x, &mut rng, fma)).collect();
-            for (node, (lo, hi)) in tight.iter().enumerate() {
+            for (node, LoHi { lo, hi }) in tight.iter().enumerate() {
                 for j in 0..lo.len() {
                     let (l, h) = (Rational::from_f64(lo[j]), Rational::from_f64(hi[j]));
                     let e = &ex[node][j];
