@@ -14,10 +14,7 @@ const MAX_FILE_LINES: usize = 600;
 const MAX_FN_LINES: usize = 80;
 
 /// Long functions allowed for now: (file, function, why).
-const ALLOWED: &[(&str, &str, &str)] = &[
-    // split by the Budget change
-    ("crates/deeppoly/src/bab/workers.rs", "run_workers", "split by the Budget change"),
-];
+const ALLOWED: &[(&str, &str, &str)] = &[];
 
 /// Long files allowed for now: (file, why).
 const ALLOWED_FILES: &[(&str, &str)] = &[];

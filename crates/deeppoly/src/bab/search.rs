@@ -284,7 +284,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let sps: Vec<&SubProblem> = parts.iter().map(|p| &p.sp).collect();
         let lbs: Vec<&[f64]> = parts.iter().map(|p| &p.lbs[..]).collect();
         // ReLU leaves share their box: their centre and PGD are the root's.
-        let (share, seed) = &mut w.restarts;
+        let crate::bab::workers::Restarts { share, seed } = &mut w.restarts;
         if how == Branching::Inputs
             && let Some(c) =
                 self.falsify_leaves(&sps, &lbs, budget).or_else(|| self.restart_root(plan.sp, (share, seed), budget))

@@ -45,7 +45,14 @@ pub(crate) struct WorkerState {
     pub picks: Picks,
     pub gate: Option<RefineGate>,
     pub share: Share,
-    pub restarts: (Share, u32),
+    pub restarts: Restarts,
+}
+
+/// An input search's random restarts: their time share and the seed of
+/// the next start.
+pub(crate) struct Restarts {
+    pub share: Share,
+    pub seed: u32,
 }
 
 /// What one round did to its leaves.
@@ -331,7 +338,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             self.work(&shared);
         });
         self.relaxed_clock.borrow_mut().shared = opts.host_shared;
-        let pool = shared.pool.into_inner().unwrap_or_else(|e| e.into_inner());
+        let live = shared.live;
+        self.conclude(shared.pool.into_inner().unwrap_or_else(|e| e.into_inner()), &live)
+    }
+
+    /// The search's answer from its pool after the last worker stopped.
+    fn conclude(&self, pool: Pool<'_, T>, live: &crate::base::progress::Live<'_>) -> Result<Search, AnalysisError> {
         let weakest = pool.weakest();
         let Pool { open, stuck, lost, end, stats, closed, .. } = pool;
         // Unproved leaves left: the weakest of them; else the proof's margin.
@@ -350,7 +362,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             Some(end) => end,
             None => {
-                shared.live.round(stats.leaves_proved, stuck, stats.best_bound);
+                live.round(stats.leaves_proved, stuck, stats.best_bound);
                 if stuck > 0 {
                     stats.leaves_open += stuck;
                     return Ok(Search::Open { timed_out: false });
@@ -380,7 +392,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             gate: (plan.how == Branching::Relus && self.opts.search.gate.on)
                 .then(|| RefineGate::new(self.opts.search.gate.clone())),
             share: Share::new(self.opts.attack.corner_share),
-            restarts: (Share::new(self.opts.attack.corner_share), 0),
+            restarts: Restarts { share: Share::new(self.opts.attack.corner_share), seed: 0 },
         };
         while let Some((leaves, weakest)) = shared.take() {
             let n = leaves.len();

@@ -128,7 +128,7 @@ pub fn relu_splitting_proves<B: Backend<T>, T: Fp>(be: &B) {
     // The progress line saw the search: its root, its two leaves, its end.
     let p = progress.snapshot();
     assert!(!p.searching && p.rounds >= 3 && p.leaves_proved == 2 && p.leaves_open == 0, "{p:?}");
-    // y = |s|/2 meets y ≤ 0 at s = 0: falsified or open, never verified.
+    // y = |s|/2 meets y ≤ 0 at s = 0 exactly: a counterexample.
     let tie = run(fixed.clone(), 0.0);
     assert!(matches!(tie.verdict, Verdict::Falsified(_)), "{:?}", tie.verdict);
     let capped = run(fixed.clone().with(|o| o.search.max_relu_leaves = 1), -0.25);
