@@ -19,7 +19,7 @@ pub fn exact_f32_outputs(net: &Network, x: &[f32]) -> Option<Vec<f64>> {
         return None;
     }
     let mut vals: Vec<Vec<f64>> = Vec::with_capacity(net.nodes().len());
-    for node in net.nodes() {
+    for (id, node) in net.nodes().iter().enumerate() {
         let ins = |k: usize| &vals[node.inputs[k]];
         let v = match &node.op {
             Op::Input => x.iter().map(|&v| v as f64).collect(),
@@ -45,23 +45,15 @@ pub fn exact_f32_outputs(net: &Network, x: &[f32]) -> Option<Vec<f64>> {
                     .map(|(o, t)| exact_sum(t.into_iter(), c.bias[o / hw]))
                     .collect::<Option<_>>()?
             }
-            Op::Relu => ins(0).iter().map(|&v| v.max(0.0)).collect(),
             Op::Add => ins(0)
                 .iter()
                 .zip(ins(1))
                 .map(|(&a, &b)| exact_sum([(1.0, a), (1.0, b)].into_iter(), 0.0))
                 .collect::<Option<_>>()?,
-            Op::Concat => node.inputs.iter().flat_map(|&k| vals[k].iter().copied()).collect(),
-            Op::Reshape => ins(0).clone(),
-            Op::MaxPool2d(p) => {
-                let si = net.node(node.inputs[0]).shape;
-                let so = node.shape;
-                (0..so.numel())
-                    .map(|o| {
-                        let (c, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
-                        p.window(si, c, oy, ox).map(|i| ins(0)[i]).fold(f64::NEG_INFINITY, f64::max)
-                    })
-                    .collect()
+            // A max, a copy: exact in f64 as in float32.
+            Op::Relu | Op::Concat | Op::Reshape | Op::MaxPool2d(_) => {
+                let inputs: Vec<&[f64]> = node.inputs.iter().map(|&k| &vals[k][..]).collect();
+                crate::base::eval::eval_node::<f64>(net, id, &inputs)
             }
             // σ has a tolerance, average pooling divides, a normalisation
             // rounds in its own steps: left to the enclosure.
