@@ -11,6 +11,7 @@ const GPU_TESTS: &[(&str, &str)] = &[
     ("polycert-backend-cuda", "conformance"),
     ("polycert-backend-cuda", "differential"),
     ("polycert-backend-cuda", "shared_differential"),
+    ("polycert-backend-cuda", "shared_sampling"),
     ("polycert-soundness", "soundness"),
 ];
 

@@ -20,6 +20,7 @@ use polycert_interval::{FloatModel, Fp};
 mod attack;
 mod macros;
 mod relaxed;
+mod sampling;
 mod search;
 mod stabilize;
 pub use attack::{
@@ -27,6 +28,7 @@ pub use attack::{
     inference_matches_host,
 };
 pub use relaxed::{gather_and_scatter, relaxed_bound_matches_host};
+pub use sampling::{Instance, judge_against_sampling, never_lose_to_sampling, sampled_violation};
 pub use search::*;
 pub use stabilize::{
     stabilize_clamps_provable_ends, stabilize_continues_from_its_start, stabilize_from_a_start_passes_spent_layers,
