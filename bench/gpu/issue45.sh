@@ -17,12 +17,3 @@ done
     --results "$OUT/acas36.csv" > "$OUT/acas36.log" 2>&1
 echo "acas: $(tail -n +2 "$OUT/acas36.csv" | cut -d, -f3 | sort | uniq -c | tr '\n' ' ')"
 sort -t, -k4 -g "$OUT/acas36.csv" | tail -4 | cut -d, -f1-4
-# The input search cutting one input per leaf (the behaviour before
-# search.input_fan) against the default, on the same machine.
-for fan in 1; do
-    "$C/bin/polycert" vnncomp --overwrite --backend cuda --instances "$C/bench/acasxu/instances.csv" \
-        --set search.input_fan=$fan --results "$OUT/acas36-fan$fan.csv" > "$OUT/acas36-fan$fan.log" 2>&1
-    echo "acas fan $fan: $(tail -n +2 "$OUT/acas36-fan$fan.csv" | cut -d, -f3 | sort | uniq -c | tr '\n' ' ')"
-    sort -t, -k4 -g "$OUT/acas36-fan$fan.csv" | tail -3 | cut -d, -f1-4
-done
-grep -h "sampling falsified\|finds a violation" "$OUT"/test-shared_sampling.log

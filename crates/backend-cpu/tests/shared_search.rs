@@ -97,6 +97,6 @@ fn the_attack_never_loses_to_sampling() {
     let (failures, sampled) =
         polycert_deeppoly::conformance::never_lose_to_sampling(&be, &cases, 10_000, Duration::from_secs(10));
     assert!(failures.is_empty(), "{failures:#?}");
-    // The shared README: sampling falsifies tiny_cnn's eps 0.2.
-    assert!(sampled >= 1, "sampling falsified nothing");
+    // The shared README: 36 of 25,000 samples falsify tiny_cnn's eps 0.2.
+    assert!(sampled.iter().any(|n| n.ends_with("cnn_p0_eps0.2.vnnlib")), "sampled: {sampled:?}");
 }

@@ -24,7 +24,8 @@ fn the_attack_never_loses_to_sampling_on_any_shared_instance() {
     assert_eq!(cases.len(), 134, "every shared instance");
     let (failures, sampled) =
         polycert_deeppoly::conformance::never_lose_to_sampling(&gpu, &cases, 10_000, Duration::from_secs(1));
-    println!("sampling falsified {sampled} of {} instances", cases.len());
+    println!("sampling falsified {} of {} instances", sampled.len(), cases.len());
     assert!(failures.is_empty(), "{failures:#?}");
-    assert!(sampled >= 1, "sampling falsified nothing");
+    // The shared README: 36 of 25,000 samples falsify tiny_cnn's eps 0.2.
+    assert!(sampled.iter().any(|n| n.ends_with("cnn_p0_eps0.2.vnnlib")), "sampled: {sampled:?}");
 }

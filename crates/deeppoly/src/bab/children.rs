@@ -16,21 +16,20 @@ use polycert_interval::Fp;
 use std::sync::Arc;
 
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
-    /// Each open leaf cut in halves along `fan` inputs (its largest smears;
-    /// `2^fan` boxes), and the leaves that could not be halved.
+    /// Both halves of each open leaf, and the leaves that could not be halved.
     pub(crate) fn input_children(
         &self,
         sps: &[&SubProblem],
         lbs: &[&[f64]],
-        (todo, fan): (&[usize], usize),
+        todo: &[usize],
         bounds: &mut [Option<NodeBounds<T>>],
         (slopes, weak): (&[Option<Arc<Slopes>>], &[f64]),
         leaves: &[Leaf<T>],
     ) -> Result<(Vec<Leaf<T>>, Vec<usize>), AnalysisError> {
         let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
-        let dims = self.split_dims(sps, lbs, fan)?;
-        for ((((sp, ds), &i), slopes), &weakest) in sps.iter().zip(dims).zip(todo).zip(slopes).zip(weak) {
-            let h = ds.iter().fold(vec![(*sp).clone()], |boxes, &d| boxes.iter().flat_map(|b| halves(b, d)).collect());
+        let dims = self.split_dims(sps, lbs)?;
+        for ((((sp, d), &i), slopes), &weakest) in sps.iter().zip(dims).zip(todo).zip(slopes).zip(weak) {
+            let h = halves(sp, d);
             if h.is_empty() {
                 stuck.push(i);
                 continue;
@@ -146,9 +145,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         chosen
     }
 
-    /// Per leaf, the (at most `fan`) inputs to cut: the largest smears of the
-    /// half-space nearest to closing the weakest disjunct, else the widest.
-    fn split_dims(&self, sps: &[&SubProblem], lbs: &[&[f64]], fan: usize) -> Result<Vec<Vec<usize>>, AnalysisError> {
+    /// Per leaf, the input to cut: the largest smear of the half-space
+    /// nearest to closing the weakest disjunct, else the widest input.
+    fn split_dims(&self, sps: &[&SubProblem], lbs: &[&[f64]]) -> Result<Vec<usize>, AnalysisError> {
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
         let (mut xs, mut seeds) = (Vec::with_capacity(sps.len() * n_in), Vec::with_capacity(sps.len() * n_out));
         for (sp, l) in sps.iter().zip(lbs) {
@@ -165,14 +164,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let w: Vec<f64> = sp.input.lo.iter().zip(&sp.input.hi).map(|(l, h)| h - l).collect();
                 let g = &grads[k * n_in..(k + 1) * n_in];
                 let smear = |i: usize| (g[i].abs() * w[i], w[i]);
-                let mut dims: Vec<usize> =
-                    (0..n_in).filter(|&i| midpoint(sp.input.lo[i], sp.input.hi[i]).is_some()).collect();
-                dims.sort_by(|&a, &b| smear(b).partial_cmp(&smear(a)).unwrap_or(std::cmp::Ordering::Equal));
-                dims.truncate(fan.max(1));
-                if dims.is_empty() {
-                    dims.push(0);
-                }
-                dims
+                (0..n_in)
+                    .filter(|&i| midpoint(sp.input.lo[i], sp.input.hi[i]).is_some())
+                    .max_by(|&a, &b| smear(a).partial_cmp(&smear(b)).unwrap_or(std::cmp::Ordering::Equal))
+                    .unwrap_or(0)
             })
             .collect())
     }

@@ -254,8 +254,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .enumerate()
             .map(|(k, (r, weakest))| Leaf { prior: prior.clone(), inter: inter.clone(), weakest, ..Leaf::root(r, k) })
             .collect();
-        let (min_round, input_fan) = (self.opts.search.min_round, self.opts.search.input_fan);
-        let plan = crate::bab::workers::Plan { sp, how, cap, budget, min_round, input_fan };
+        let plan = crate::bab::workers::Plan { sp, how, cap, budget, min_round: self.opts.search.min_round };
         self.run_workers(&plan, open, stats, tally)
     }
 
@@ -266,7 +265,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         leaves: Vec<Leaf<T>>,
         w: &mut crate::bab::workers::WorkerState,
         plan: &crate::bab::workers::Plan<'_>,
-        (proofs_only, fan): (bool, usize),
+        proofs_only: bool,
     ) -> Result<Round<T>, AnalysisError> {
         let (how, budget) = (plan.how, plan.budget);
         let refs: Vec<&SubProblem> = leaves.iter().map(|l| &*l.sp).collect();
@@ -299,7 +298,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Branching::Inputs => {
                 let slopes: Vec<Option<Arc<Slopes>>> =
                     todo.iter().map(|i| duals.slopes.remove(i).map(Arc::new)).collect();
-                Ok(self.input_children(&sps, &lbs, (&todo, fan), &mut bounds, (&slopes, &weak), &leaves)?)
+                Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak), &leaves)?)
             }
             Branching::Relus => {
                 // Each open half-space's β, to start its children's search from.

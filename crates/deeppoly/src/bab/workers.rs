@@ -38,8 +38,6 @@ pub(crate) struct Plan<'s> {
     /// The fewest leaves a worker takes while more are open
     /// (`SearchOptions::min_round`).
     pub min_round: usize,
-    /// The most inputs a leaf is cut along at once (`SearchOptions::input_fan`).
-    pub input_fan: usize,
 }
 
 /// A worker's own steering state (heuristics only).
@@ -55,13 +53,6 @@ pub(crate) struct WorkerState {
 pub(crate) struct Restarts {
     pub share: Share,
     pub seed: u32,
-}
-
-/// The inputs each of `n` leaves is cut along when they are all that is
-/// open: as many as keep their children within a round (at least one).
-fn fan(plan: &Plan<'_>, n: usize) -> usize {
-    let room = plan.cap / n.max(1);
-    (room.max(2).ilog2() as usize).clamp(1, plan.input_fan.max(1))
 }
 
 /// What one round did to its leaves.
@@ -150,9 +141,9 @@ impl<'t, T> Shared<'t, '_, T> {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The next round's leaves, their smallest bound and the inputs each
-    /// is cut along, or `None` once the search is over.
-    fn take(&self) -> Option<(Vec<Leaf<T>>, f64, usize)> {
+    /// The next round's leaves and their smallest bound, or `None` once
+    /// the search is over.
+    fn take(&self) -> Option<(Vec<Leaf<T>>, f64)> {
         let plan = self.plan;
         let mut p = self.lock();
         loop {
@@ -214,8 +205,7 @@ impl<'t, T> Shared<'t, '_, T> {
             p.held = p.held.saturating_sub(leaves.iter().map(|l| l.held).sum());
             let weakest = weakest_of(&leaves);
             p.inflight.push(weakest);
-            let fan = if plan.how == Branching::Inputs && p.open.is_empty() { fan(plan, leaves.len()) } else { 1 };
-            return Some((leaves, weakest, fan));
+            return Some((leaves, weakest));
         }
     }
 
@@ -404,12 +394,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             share: Share::new(self.opts.attack.corner_share),
             restarts: Restarts { share: Share::new(self.opts.attack.corner_share), seed: 0 },
         };
-        while let Some((leaves, weakest, fan)) = shared.take() {
+        while let Some((leaves, weakest)) = shared.take() {
             let n = leaves.len();
             // A panicking round ends the search with an error instead of
             // leaving the other workers waiting for its leaves.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.round(leaves, &mut w, plan, (shared.proofs_only, fan))
+                self.round(leaves, &mut w, plan, shared.proofs_only)
             }))
             .unwrap_or_else(|_| Err(BackendError::Failure("a search worker's round panicked".into()).into()));
             shared.apply((n, weakest), r);

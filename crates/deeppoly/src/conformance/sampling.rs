@@ -80,29 +80,32 @@ pub struct Instance {
 
 /// Samples every instance's sub-problems (`samples` points each); where
 /// sampling finds a violation, runs the default analysis within `timeout`
-/// and judges its answer ([`judge_against_sampling`]). Returns the
-/// failures and the number of instances that sampling falsified.
+/// and judges its answer ([`judge_against_sampling`]). Each instance's
+/// samples are seeded by its name. Returns the failures and the names of
+/// the instances that sampling falsified.
 pub fn never_lose_to_sampling<B: Backend<f32> + Backend<f64>>(
     be: &B,
     cases: &[Instance],
     samples: usize,
     timeout: std::time::Duration,
-) -> (Vec<String>, usize) {
+) -> (Vec<String>, Vec<String>) {
     let opts = crate::base::options::Options::default().with(|o| o.timeout = Some(timeout));
-    let (mut failures, mut sampled_n) = (Vec::new(), 0);
+    let (mut failures, mut sampled_names) = (Vec::new(), Vec::new());
     for group in cases.chunk_by(|a, b| std::sync::Arc::ptr_eq(&a.net, &b.net)) {
         let net = &*group[0].net;
         let screen = Analyzer::<B, f32>::new(net, be, opts.clone()).expect("prepare (f32)");
         let an = Analyzer::<B, f64>::new(net, be, opts.clone()).expect("prepare");
-        for (k, c) in group.iter().enumerate() {
-            let seed = 0x5A3 + k as u64;
+        for c in group {
+            // FNV-1a of the name.
+            let seed =
+                c.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
             let sampled =
                 c.prop.subproblems.iter().any(|sp| sampled_violation(&screen, net, sp, (samples, seed)).is_some());
             if !sampled {
                 println!("{}: sampling finds no violation", c.name);
                 continue;
             }
-            sampled_n += 1;
+            sampled_names.push(c.name.clone());
             let out = an.analyze(&c.prop).expect("run");
             println!("{}: sampling finds a violation; {} in {:.3}s", c.name, out.verdict.name(), out.seconds);
             if let Some(f) = judge_against_sampling(net, &c.prop, sampled, &out.verdict) {
@@ -110,5 +113,5 @@ pub fn never_lose_to_sampling<B: Backend<f32> + Backend<f64>>(
             }
         }
     }
-    (failures, sampled_n)
+    (failures, sampled_names)
 }

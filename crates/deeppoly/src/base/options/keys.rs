@@ -49,7 +49,6 @@ keys! {
     attack.kept_points: count,
     search.table_depth: count,
     search.min_round: positive,
-    search.input_fan: positive,
     search.free_apart: count,
     search.picks.warmup: count,
     search.picks.probe: positive,

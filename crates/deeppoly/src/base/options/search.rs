@@ -41,12 +41,6 @@ pub struct SearchOptions {
     /// fixed costs make small rounds dear
     /// (bench/results/2026-11-26-search-workers.md).
     pub min_round: usize,
-    /// The most inputs an input-split leaf is cut along at once: while the
-    /// open list cannot fill a round, each leaf taken is cut along its
-    /// `k ≤ input_fan` largest smears into `2^k` boxes, so the backend
-    /// analyses full batches (a GPU's round costs about the same for 16
-    /// leaves as for 1,000).
-    pub input_fan: usize,
     /// Open leaves left at a search's end from which they are freed on a
     /// thread of their own.
     pub free_apart: usize,
@@ -70,7 +64,6 @@ impl Default for SearchOptions {
             workers: None,
             memory: None,
             min_round: 64,
-            input_fan: 4,
             free_apart: 4096,
             picks: PickOptions::default(),
             gate: GateOptions::default(),
