@@ -2,7 +2,8 @@
 //! inference (`attack::check_f32`) and [`Analyzer::confirm`].
 //!
 //! - **Input leaves:** the leaf's centre, then PGD from it (a small box
-//!   finds what its parent's attack missed).
+//!   finds what its parent's attack missed), and, within the corner share
+//!   below, PGD from the corner that minimises the leaf's relaxed bound.
 //! - **ReLU leaves** share their parent's box, so its centre and PGD are the
 //!   root's. Instead, PGD starts at the input corner that minimises the
 //!   leaf's relaxed bound (with its β and slopes): that point lies where the

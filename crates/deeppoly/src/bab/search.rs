@@ -298,7 +298,28 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Branching::Inputs => {
                 let slopes: Vec<Option<Arc<Slopes>>> =
                     todo.iter().map(|i| duals.slopes.remove(i).map(Arc::new)).collect();
-                Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak), &leaves)?)
+                // PGD also from the corner that minimises each leaf's bound:
+                // a sliver on a face of the box lies near it once the leaf
+                // is small, where PGD from the centre may never go.
+                let views: Vec<LeafView<'_, T>> = (0..todo.len())
+                    .filter_map(|k| {
+                        let bounds = bounds[todo[k]].as_ref()?;
+                        Some(LeafView {
+                            sp: sps[k],
+                            lbs: lbs[k],
+                            bounds,
+                            splits: &[],
+                            betas: &[],
+                            slopes: slopes[k].as_deref(),
+                        })
+                    })
+                    .collect();
+                let found = if proofs_only { None } else { self.attack_corners(&views, &mut w.share, budget) };
+                drop(views);
+                match found {
+                    Some(c) => Err(c),
+                    None => Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak), &leaves)?),
+                }
             }
             Branching::Relus => {
                 // Each open half-space's β, to start its children's search from.
