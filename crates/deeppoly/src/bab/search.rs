@@ -298,28 +298,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Branching::Inputs => {
                 let slopes: Vec<Option<Arc<Slopes>>> =
                     todo.iter().map(|i| duals.slopes.remove(i).map(Arc::new)).collect();
-                // PGD also from the corner that minimises each leaf's bound:
-                // a sliver on a face of the box lies near it once the leaf
-                // is small, where PGD from the centre may never go.
-                let views: Vec<LeafView<'_, T>> = (0..todo.len())
-                    .filter_map(|k| {
-                        let bounds = bounds[todo[k]].as_ref()?;
-                        Some(LeafView {
-                            sp: sps[k],
-                            lbs: lbs[k],
-                            bounds,
-                            splits: &[],
-                            betas: &[],
-                            slopes: slopes[k].as_deref(),
-                        })
-                    })
-                    .collect();
-                let found = if proofs_only { None } else { self.attack_corners(&views, &mut w.share, budget) };
-                drop(views);
-                match found {
-                    Some(c) => Err(c),
-                    None => Ok(self.input_children(&sps, &lbs, &todo, &mut bounds, (&slopes, &weak), &leaves)?),
-                }
+                let open = InputOpen { sps: &sps, lbs: &lbs, todo: &todo, slopes: &slopes, weak: &weak };
+                self.input_round_children(open, &mut bounds, &leaves, (&mut w.share, proofs_only, budget))?
             }
             Branching::Relus => {
                 // Each open half-space's β, to start its children's search from.
@@ -438,5 +418,43 @@ fn record_children<T>(
             round.children = children;
         }
         Err(c) => round.falsified = Some(c),
+    }
+}
+
+/// The open leaves of an input round: open parts, their lower bounds,
+/// their indices among the round's leaves, slopes and weakest bounds.
+struct InputOpen<'r> {
+    sps: &'r [&'r SubProblem],
+    lbs: &'r [&'r [f64]],
+    todo: &'r [usize],
+    slopes: &'r [Option<Arc<Slopes>>],
+    weak: &'r [f64],
+}
+
+impl<B: Backend<T>, T: Fp> Analyzer<'_, B, T> {
+    /// An input round's children, after PGD from the corner that minimises
+    /// each open leaf's bound: a sliver on a face of the box lies near it
+    /// once the leaf is small, where PGD from the centre may never go.
+    #[allow(clippy::type_complexity)]
+    fn input_round_children(
+        &self,
+        o: InputOpen<'_>,
+        bounds: &mut [Option<NodeBounds<T>>],
+        leaves: &[Leaf<T>],
+        (share, proofs_only, budget): (&mut crate::attack::falsify::Share, bool, Budget),
+    ) -> Result<Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample>, AnalysisError> {
+        let views: Vec<LeafView<'_, T>> = (0..o.todo.len())
+            .filter_map(|k| {
+                let bounds = bounds[o.todo[k]].as_ref()?;
+                let slopes = o.slopes[k].as_deref();
+                Some(LeafView { sp: o.sps[k], lbs: o.lbs[k], bounds, splits: &[], betas: &[], slopes })
+            })
+            .collect();
+        let found = if proofs_only { None } else { self.attack_corners(&views, share, budget) };
+        drop(views);
+        Ok(match found {
+            Some(c) => Err(c),
+            None => Ok(self.input_children(o.sps, o.lbs, o.todo, bounds, (o.slopes, o.weak), leaves)?),
+        })
     }
 }
