@@ -7,7 +7,8 @@
 mod util;
 
 use polycert_backend_cpu::CpuBackend;
-use polycert_deeppoly::{Analyzer, Network, Options, Property, SubProblem, Verdict};
+use polycert_deeppoly::attack::check::check_f32;
+use polycert_deeppoly::{Analyzer, Options, Property, Verdict};
 use std::time::Duration;
 use util::bench_dir;
 
@@ -36,15 +37,6 @@ const EXPECTED: [(&str, bool); 20] = [
     ("prop_9_0.05", false),
 ];
 
-/// Whether float32 inference of `x` lies in one of `sp`'s unsafe
-/// disjuncts, with `x` in its box.
-fn reaches_unsafe(net: &Network, sp: &SubProblem, x: &[f32]) -> bool {
-    let inside = x.iter().zip(&sp.input.lo).zip(&sp.input.hi).all(|((&v, &l), &h)| l <= v as f64 && v as f64 <= h);
-    let y = polycert_deeppoly::base::eval::eval::<f32>(net, x);
-    let holds = |c: &[f64], d: f64| c.iter().zip(&y).map(|(a, &v)| a * v as f64).sum::<f64>() - d <= 0.0;
-    inside && sp.unsafe_region.iter().any(|conj| conj.iter().all(|h| holds(&h.c, h.d)))
-}
-
 #[test]
 #[cfg_attr(not(shared_bench), ignore = "needs ../shared/bench (or POLYCERT_BENCH)")]
 fn search_answers_every_256x2_instance_as_alpha_beta_crown() {
@@ -68,7 +60,7 @@ fn search_answers_every_256x2_instance_as_alpha_beta_crown() {
         match (&out.verdict, holds) {
             (Verdict::Verified, true) => unsat += 1,
             (Verdict::Falsified(c), false) => {
-                let ok = prop.subproblems.iter().any(|sp| reaches_unsafe(&model.network, sp, &c.input));
+                let ok = prop.subproblems.iter().any(|sp| check_f32(&model.network, sp, &c.input).is_some());
                 assert!(ok, "{name}: the counterexample does not reach the unsafe region in float32");
                 sat += 1;
             }
