@@ -402,13 +402,7 @@ fn settled<T>(leaves: &[Leaf<T>], keep: &[bool], res: &[SlotResult], refs: &[&Su
 }
 
 /// The round's children, or the counterexample found instead.
-fn record_children<T>(
-    round: &mut Round<T>,
-    children: Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample>,
-    todo: &[usize],
-    weak: &[f64],
-    leaves: &[Leaf<T>],
-) {
+fn record_children<T>(round: &mut Round<T>, children: Children<T>, todo: &[usize], weak: &[f64], leaves: &[Leaf<T>]) {
     match children {
         Ok((children, stuck)) => {
             let weak_of = |i: usize| todo.iter().position(|&t| t == i).map_or(f64::NEG_INFINITY, |k| weak[k]);
@@ -420,6 +414,10 @@ fn record_children<T>(
         Err(c) => round.falsified = Some(c),
     }
 }
+
+/// A round's new leaves and the leaves that could not be split, or the
+/// counterexample found instead.
+type Children<T> = Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample>;
 
 /// The open leaves of an input round: open parts, their lower bounds,
 /// their indices among the round's leaves, slopes and weakest bounds.
@@ -435,14 +433,13 @@ impl<B: Backend<T>, T: Fp> Analyzer<'_, B, T> {
     /// An input round's children, after PGD from the corner that minimises
     /// each open leaf's bound: a sliver on a face of the box lies near it
     /// once the leaf is small, where PGD from the centre may never go.
-    #[allow(clippy::type_complexity)]
     fn input_round_children(
         &self,
         o: InputOpen<'_>,
         bounds: &mut [Option<NodeBounds<T>>],
         leaves: &[Leaf<T>],
         (share, proofs_only, budget): (&mut crate::attack::falsify::Share, bool, Budget),
-    ) -> Result<Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample>, AnalysisError> {
+    ) -> Result<Children<T>, AnalysisError> {
         let views: Vec<LeafView<'_, T>> = (0..o.todo.len())
             .filter_map(|k| {
                 let bounds = bounds[o.todo[k]].as_ref()?;
@@ -451,7 +448,6 @@ impl<B: Backend<T>, T: Fp> Analyzer<'_, B, T> {
             })
             .collect();
         let found = if proofs_only { None } else { self.attack_corners(&views, share, budget) };
-        drop(views);
         Ok(match found {
             Some(c) => Err(c),
             None => Ok(self.input_children(o.sps, o.lbs, o.todo, bounds, (o.slopes, o.weak), leaves)?),

@@ -16,7 +16,8 @@ const CHUNK: usize = 1000;
 /// The first of `n` uniform float32 samples of `sp`'s box that sequential
 /// float32 inference puts in its unsafe region (`check_f32`). The backend
 /// (`screen`, in f32, any order) picks the candidates, the host confirms
-/// them; a candidate is any sample within `slack` of a disjunct.
+/// them; a candidate is any sample within 10⁻³ of its outputs' scale of
+/// meeting a disjunct.
 pub fn sampled_violation<B: Backend<f32>>(
     screen: &Analyzer<'_, B, f32>,
     net: &Network,
