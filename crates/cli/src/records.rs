@@ -93,9 +93,12 @@ impl Record {
             }
             ("falsified", _, Some(w), _) => format!("class {w} wins{label}"),
             ("falsified", ..) => "counterexample found".into(),
-            ("verified", Some(s), ..) => {
-                format!("margin {:+.5} after a search of {} leaves; {analysis}", s.best_bound, s.leaves_proved)
-            }
+            ("verified", Some(s), ..) => format!(
+                "margin {:+.5} after a search of {} leaves{}; {analysis}",
+                s.best_bound,
+                s.leaves_proved,
+                rate(&s)
+            ),
             ("verified", None, ..) => format!("margin {lb:+.5}"),
             (_, Some(s), ..) if s.leaf_limit.is_some() => format!(
                 "search stopped at its limit of {} leaves (no --timeout): {} proved, {} open, bound {:+.5}; {analysis}",
@@ -105,12 +108,20 @@ impl Record {
                 s.best_bound
             ),
             (_, Some(s), ..) => format!(
-                "search: {} leaves proved, {} open, bound {:+.5}; {analysis}",
-                s.leaves_proved, s.leaves_open, s.best_bound
+                "search: {} leaves proved, {} open, bound {:+.5}{}; {analysis}",
+                s.leaves_proved,
+                s.leaves_open,
+                s.best_bound,
+                rate(&s)
             ),
             _ => analysis,
         }
     }
+}
+
+/// A search's pace, ", 1234 sub-boxes/s" (empty where it analysed none).
+pub fn rate(s: &polycert_deeppoly::base::property::SearchStats) -> String {
+    s.leaves_per_second().map(|r| format!(", {r:.0} {}/s", s.leaf_word())).unwrap_or_default()
 }
 
 /// The table's header, above [`Record::line`]s.
@@ -240,5 +251,24 @@ mod tests {
         assert!(r.detail().starts_with("search: 0 leaves proved, 3 open"), "{}", r.detail());
         r.search = Some(polycert_deeppoly::base::property::SearchStats { leaf_limit: Some(1024), ..stats });
         assert!(r.detail().starts_with("search stopped at its limit of 1024 leaves (no --timeout)"), "{}", r.detail());
+    }
+
+    #[test]
+    fn a_search_reports_its_pace_in_its_own_unit() {
+        let mut r = Record::error("m", "p", String::new());
+        (r.error, r.result) = (None, "unknown".into());
+        let s = polycert_deeppoly::base::property::SearchStats {
+            branching: "input",
+            leaves_analysed: 3000,
+            seconds: 1.5,
+            ..Default::default()
+        };
+        r.search = Some(s);
+        assert!(r.detail().contains(", 2000 sub-boxes/s;"), "{}", r.detail());
+        r.search = Some(polycert_deeppoly::base::property::SearchStats { branching: "ReLU", ..s });
+        assert!(r.detail().contains(", 2000 leaves/s;"), "{}", r.detail());
+        // No leaf analysed: no pace.
+        r.search = Some(polycert_deeppoly::base::property::SearchStats { leaves_analysed: 0, ..s });
+        assert!(!r.detail().contains("/s"), "{}", r.detail());
     }
 }

@@ -109,8 +109,12 @@ fn search_message(s: &polycert_deeppoly::base::property::SearchStats) -> String 
         n => format!(", {n} leaves with their root's bounds (search memory)"),
     };
     format!(
-        "{} splitting: {} leaves proved, {} open, {what} {:e}{from_root}",
-        s.branching, s.leaves_proved, s.leaves_open, s.best_bound
+        "{} splitting: {} leaves proved, {} open, {what} {:e}{}{from_root}",
+        s.branching,
+        s.leaves_proved,
+        s.leaves_open,
+        s.best_bound,
+        crate::records::rate(s)
     )
 }
 

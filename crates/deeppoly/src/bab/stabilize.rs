@@ -89,6 +89,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let r = self.search_from(root, (prior, None), until, &mut first, &mut RootTally::default())?;
         stats.branching = first.branching;
         stats.leaves_proved += first.leaves_proved;
+        stats.leaves_analysed += first.leaves_analysed;
+        stats.seconds += first.seconds;
         if matches!(r, Search::Open { .. }) && !budget.expired() {
             return Ok(None);
         }

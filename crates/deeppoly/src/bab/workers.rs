@@ -237,6 +237,7 @@ impl<'t, T> Shared<'t, '_, T> {
         };
         // The budget counts every leaf analysed, a dropped candidate's too.
         p.analysed += n;
+        p.stats.leaves_analysed += n;
         p.stats.leaves_proved += r.proved;
         for (root, done) in r.done {
             p.tally.analysed[root] += 1;
@@ -292,6 +293,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         stats: &mut SearchStats,
         tally: &mut RootTally,
     ) -> Result<Search, AnalysisError> {
+        let start = std::time::Instant::now();
         let forks = self.forks(self.worker_count() - 1)?;
         let proofs_only = tally.proofs_only;
         let roots = tally.outstanding.len();
@@ -339,7 +341,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         });
         self.relaxed_clock.borrow_mut().shared = opts.host_shared;
         let live = shared.live;
-        self.conclude(shared.pool.into_inner().unwrap_or_else(|e| e.into_inner()), &live)
+        let pool = shared.pool.into_inner().unwrap_or_else(|e| e.into_inner());
+        pool.stats.seconds += start.elapsed().as_secs_f64();
+        self.conclude(pool, &live)
     }
 
     /// The search's answer from its pool after the last worker stopped.

@@ -299,6 +299,22 @@ pub struct SearchStats {
     /// The leaf limit that ended the search, where one did (a search
     /// without a deadline has one: [`crate::base::budget::Budget`]).
     pub leaf_limit: Option<usize>,
+    /// Leaves analysed (a parent's dropped candidate children too), and
+    /// the seconds the search's rounds took, from its first to its end.
+    pub leaves_analysed: usize,
+    pub seconds: f64,
+}
+
+impl SearchStats {
+    /// Leaves (sub-boxes, for input splitting) analysed per second.
+    pub fn leaves_per_second(&self) -> Option<f64> {
+        (self.seconds > 0.0 && self.leaves_analysed > 0).then(|| self.leaves_analysed as f64 / self.seconds)
+    }
+
+    /// "sub-boxes" or "leaves": what the search analyses.
+    pub fn leaf_word(&self) -> &'static str {
+        if self.branching == "input" { "sub-boxes" } else { "leaves" }
+    }
 }
 
 impl Default for SearchStats {
@@ -310,6 +326,8 @@ impl Default for SearchStats {
             best_bound: f64::INFINITY,
             leaves_from_root: 0,
             leaf_limit: None,
+            leaves_analysed: 0,
+            seconds: 0.0,
         }
     }
 }
