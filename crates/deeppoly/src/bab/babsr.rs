@@ -1,7 +1,8 @@
 //! BaBSR's backward pass for a block of leaves at once: per node from the
 //! first ReLU on, the coefficient of each leaf's objective `c·y` on that
 //! node's values, backsubstituted through the ReLU relaxations of the
-//! leaf's own bounds. The leaves are lanes of `[f64; L]` in
+//! leaf's own bounds with the lower slopes α and split multipliers β its
+//! last bound chose (`LeafDuals`). The leaves are lanes of `[f64; L]` in
 //! `eval::backpropagate` (`eval::Coef`), so every weight is read once per
 //! block and the lanes' updates vectorise. Each lane takes the same
 //! operations in the same order as a pass of its own, so its coefficients
@@ -10,7 +11,8 @@
 
 use crate::base::bounds::{LoHi, NodeBounds};
 use crate::base::ir::{Network, Op};
-use crate::base::relax::{ReluLower, relu_relax};
+use crate::base::relax::{ReluLower, Slopes, relu_relax, unstable};
+use crate::crown::lagrange::SplitConstraint;
 use polycert_interval::Fp;
 
 /// The most leaves per backward pass.
@@ -19,8 +21,22 @@ pub(crate) const LANES: usize = 8;
 /// A leaf's node bounds and objective `c`.
 pub(crate) type LeafObjective<'l, T> = (&'l NodeBounds<T>, &'l [f64]);
 
+/// What a leaf's last α/β bound chose, for its scores to see: its lower
+/// slopes (`None`: the relaxation's own) and its split constraints with
+/// their β (for the objective's half-space; empty: none). With them the
+/// scores are those of the bound the leaf was left with, as in α,β-CROWN,
+/// where the relaxation's own slopes and no β pick other ReLUs.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct LeafDuals<'l> {
+    pub slopes: Option<&'l Slopes>,
+    pub splits: &'l [SplitConstraint],
+    pub betas: &'l [f64],
+}
+
 /// Per node, per neuron, each leaf's coefficient (lane `k` of `L` for
-/// `leaves[k]`, a pair of node bounds and objective). Nodes below the first
+/// `leaves[k]`, a pair of node bounds and objective, with `duals[k]`
+/// where given: α for the unstable ReLUs' lower lines, `−β·s` on each split
+/// neuron). Nodes below the first
 /// ReLU's output stay zero: the scores need nothing below it, and on a
 /// fully connected net the first layer is the largest. Other
 /// nonlinearities pass by their slope at the bounds' midpoint; pooling
@@ -28,6 +44,7 @@ pub(crate) type LeafObjective<'l, T> = (&'l NodeBounds<T>, &'l [f64]);
 pub(crate) fn relaxed_coefficients<T: Fp, const L: usize>(
     net: &Network,
     leaves: &[LeafObjective<'_, T>],
+    duals: &[LeafDuals<'_>],
     lower: ReluLower,
 ) -> Vec<Vec<[f64; L]>> {
     assert!(leaves.len() <= L, "{} leaves in a BaBSR pass of {L}", leaves.len());
@@ -46,9 +63,19 @@ pub(crate) fn relaxed_coefficients<T: Fp, const L: usize>(
             let LoHi { lo, hi } = &b[x0];
             match nodes[id].op {
                 Op::Relu => {
+                    let d = duals.get(k).copied().unwrap_or_default();
+                    let alpha = d.slopes.and_then(|s| s.get(id)).filter(|s| s.len() == gx.len());
                     for (j, (a, gj)) in gx.iter_mut().zip(g).enumerate() {
                         let r = relu_relax(lo[j], hi[j], lower);
-                        a[k] += gj[k] * if gj[k] >= 0.0 { r.lam_lo } else { r.lam_up }.to_f64_exact();
+                        let lam_lo = match alpha {
+                            Some(s) if unstable(lo[j], hi[j]) => s[j],
+                            _ => r.lam_lo.to_f64_exact(),
+                        };
+                        a[k] += gj[k] * if gj[k] >= 0.0 { lam_lo } else { r.lam_up.to_f64_exact() };
+                    }
+                    // The Lagrangian's `−β·s·x` on each split neuron of this input.
+                    for (c, b) in d.splits.iter().zip(d.betas).filter(|(c, _)| c.node == x0) {
+                        gx[c.neuron][k] -= b * c.sign();
                     }
                 }
                 Op::Sigmoid => {
@@ -123,7 +150,7 @@ mod tests {
                 for used in [LANES, 3] {
                     let leaves: Vec<LeafObjective<'_, f64>> =
                         bounds.iter().zip(&cs).take(used).map(|(b, c)| (b, &c[..])).collect();
-                    let got = relaxed_coefficients::<f64, LANES>(net, &leaves, lower);
+                    let got = relaxed_coefficients::<f64, LANES>(net, &leaves, &[], lower);
                     let mut relus = 0;
                     for (id, node) in net.nodes().iter().enumerate().filter(|(_, n)| n.op == Op::Relu) {
                         relus += 1;
@@ -152,7 +179,7 @@ mod tests {
             let t = std::time::Instant::now();
             let reps = 24;
             for _ in 0..reps {
-                std::hint::black_box(relaxed_coefficients::<f64, L>(net, &leaves, ReluLower::Area));
+                std::hint::black_box(relaxed_coefficients::<f64, L>(net, &leaves, &[], ReluLower::Area));
             }
             t.elapsed().as_secs_f64() * 1e6 / (reps * L) as f64
         }

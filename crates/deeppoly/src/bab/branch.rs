@@ -12,7 +12,7 @@
 //! layer's bounds and relaxations are recomputed under it. Bounds that
 //! contradict each other prove the child (its domain is empty).
 
-use crate::bab::babsr::{LANES, LeafObjective, relaxed_coefficients};
+use crate::bab::babsr::{LANES, LeafDuals, LeafObjective, relaxed_coefficients};
 use crate::base::bounds::{LoHi, NodeBounds};
 use crate::base::ir::{Network, NodeId, Op};
 use crate::base::relax::{ReluLower, relu_relax};
@@ -49,16 +49,18 @@ fn top(bests: &[(ReluSplit, (f64, f64))]) -> Option<ReluSplit> {
 pub(crate) fn relu_candidates<T: Fp>(
     net: &Network,
     leaves: &[LeafObjective<'_, T>],
+    duals: &[LeafDuals<'_>],
     lower: ReluLower,
 ) -> Vec<Vec<ReluSplit>> {
     let mut out = Vec::with_capacity(leaves.len());
-    for block in leaves.chunks(LANES) {
+    for (n, block) in leaves.chunks(LANES).enumerate() {
+        let d = duals.get(n * LANES..).map_or(&[][..], |d| &d[..d.len().min(block.len())]);
         // The fewest lanes that hold the block: idle lanes cost as much.
         match block.len() {
-            1 => block_candidates::<T, 1>(net, block, lower, &mut out),
-            2 => block_candidates::<T, 2>(net, block, lower, &mut out),
-            3 | 4 => block_candidates::<T, 4>(net, block, lower, &mut out),
-            _ => block_candidates::<T, LANES>(net, block, lower, &mut out),
+            1 => block_candidates::<T, 1>(net, (block, d), lower, &mut out),
+            2 => block_candidates::<T, 2>(net, (block, d), lower, &mut out),
+            3 | 4 => block_candidates::<T, 4>(net, (block, d), lower, &mut out),
+            _ => block_candidates::<T, LANES>(net, (block, d), lower, &mut out),
         }
     }
     out
@@ -67,11 +69,11 @@ pub(crate) fn relu_candidates<T: Fp>(
 /// [`relu_candidates`] of one block of at most `L` leaves, onto `out`.
 fn block_candidates<T: Fp, const L: usize>(
     net: &Network,
-    block: &[LeafObjective<'_, T>],
+    (block, duals): (&[LeafObjective<'_, T>], &[LeafDuals<'_>]),
     lower: ReluLower,
     out: &mut Vec<Vec<ReluSplit>>,
 ) {
-    let coef = relaxed_coefficients::<T, L>(net, block, lower);
+    let coef = relaxed_coefficients::<T, L>(net, block, duals, lower);
     for (k, (b, _)) in block.iter().enumerate() {
         let bests = layer_bests(net, b, &coef, k, lower);
         out.push(match (top(&bests), bests.first()) {
@@ -144,11 +146,11 @@ mod tests {
     }
 
     fn candidates(n: &Network, b: &NodeBounds<f64>, c: &[f64]) -> Vec<ReluSplit> {
-        relu_candidates(n, &[(b, c)], ReluLower::Area).remove(0)
+        relu_candidates(n, &[(b, c)], &[], ReluLower::Area).remove(0)
     }
 
     fn lane0(n: &Network, b: &NodeBounds<f64>, c: &[f64], id: usize) -> Vec<f64> {
-        relaxed_coefficients::<f64, 1>(n, &[(b, c)], ReluLower::Area)[id].iter().map(|a| a[0]).collect()
+        relaxed_coefficients::<f64, 1>(n, &[(b, c)], &[], ReluLower::Area)[id].iter().map(|a| a[0]).collect()
     }
 
     /// y = relu(x0) − relu(x1) with x0 = a + b, x1 = a − b.
@@ -221,14 +223,30 @@ mod tests {
         // The same leaf in a block with others: the same candidates.
         let neg = [-1.0];
         let three = [(&b, &[1.0][..]), (&b, &neg[..]), (&b, &[1.0][..])];
-        let got = relu_candidates(&n, &three, ReluLower::Area);
+        let got = relu_candidates(&n, &three, &[], ReluLower::Area);
         assert_eq!((&got[0], &got[2]), (&candidates(&n, &b, &[1.0]), &candidates(&n, &b, &[1.0])));
         assert_eq!(got[1], candidates(&n, &b, &neg));
         // Nine leaves: a block of eight and a block of one.
         let nine: Vec<_> = three.iter().cycle().take(9).copied().collect();
-        assert_eq!(relu_candidates(&n, &nine, ReluLower::Area), [&got[..]; 3].concat());
+        assert_eq!(relu_candidates(&n, &nine, &[], ReluLower::Area), [&got[..]; 3].concat());
         let got = candidates(&n, &b, &[1.0]);
         assert_eq!(got, vec![ReluSplit { node: 3, neuron: 0 }, ReluSplit { node: 1, neuron: 0 }]);
+        // The leaf's own α and β move the coefficients (`LeafDuals`): for
+        // −y, r2's lower line takes α = 0.25 instead of the area slope 1,
+        // and a split `g ≥ 0` with β = 0.5 adds −β on g.
+        let neg = [-1.0];
+        let with = |d: LeafDuals<'_>| {
+            let got = relaxed_coefficients::<f64, 1>(&n, &[(&b, &neg[..])], &[d], ReluLower::Area);
+            got[2].iter().map(|a| a[0]).collect::<Vec<f64>>()
+        };
+        assert_eq!(with(LeafDuals::default()), vec![0.1, 1.0]);
+        let slopes: crate::base::relax::Slopes = vec![vec![], vec![], vec![], vec![], vec![0.25], vec![]];
+        assert_eq!(with(LeafDuals { slopes: Some(&slopes), ..LeafDuals::default() }), vec![0.025, 0.25]);
+        let split = [SplitConstraint { node: 3, neuron: 0, active: true }];
+        assert_eq!(with(LeafDuals { splits: &split, betas: &[0.5], ..LeafDuals::default() }), vec![0.05, 0.5]);
+        // A split of another node adds nothing here.
+        let other = [SplitConstraint { node: 1, neuron: 0, active: true }];
+        assert_eq!(with(LeafDuals { splits: &other, betas: &[0.5], ..LeafDuals::default() }), vec![0.1, 1.0]);
         // With g stable, x0 is both BaBSR's and the first layer's: one candidate.
         let mut s = b.clone();
         s[3] = lohi(vec![0.1], vec![1.1]);

@@ -2,7 +2,7 @@
 //! sides of the ReLU that BaBSR's scores pick in a ReLU-split leaf.
 
 use crate::attack::falsify::LeafView;
-use crate::bab::babsr::LeafObjective;
+use crate::bab::babsr::{LeafDuals, LeafObjective};
 use crate::bab::branch::ReluSplit;
 use crate::bab::picks::Picks;
 use crate::bab::search::{Leaf, Start};
@@ -67,7 +67,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         picks: &mut Picks,
     ) -> Result<(Vec<Leaf<T>>, Vec<usize>), Counterexample> {
         let _p = crate::base::profile::span("branch.choose");
-        let chosen = self.babsr_choices(sps, lbs, todo, bounds);
+        let chosen = self.babsr_choices((sps, lbs, todo), bounds, (leaves, warm));
         let (mut out, mut stuck) = (Vec::with_capacity(2 * sps.len()), Vec::new());
         for ((((sp, cands), &i), warm), l) in sps.iter().zip(chosen).zip(todo).zip(warm).zip(lbs) {
             // The children's bound until they are analysed: their parent's.
@@ -114,20 +114,27 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// backward pass (`babsr.rs`).
     fn babsr_choices(
         &self,
-        sps: &[&SubProblem],
-        lbs: &[&[f64]],
-        todo: &[usize],
+        (sps, lbs, todo): (&[&SubProblem], &[&[f64]], &[usize]),
         bounds: &[Option<NodeBounds<T>>],
+        (leaves, warm): (&[Leaf<T>], &[Start]),
     ) -> Vec<Vec<ReluSplit>> {
         use rayon::prelude::*;
         let lower = self.opts.passes.relu_lower;
         let net = self.net;
-        let scored: Vec<(usize, LeafObjective<'_, T>)> = sps
+        let scored: Vec<(usize, LeafObjective<'_, T>, LeafDuals<'_>)> = sps
             .iter()
             .zip(lbs)
             .zip(todo)
             .enumerate()
-            .filter_map(|(k, ((sp, l), &i))| Some((k, (bounds[i].as_ref()?, &nearest_halfspace(sp, l)?.1.c[..]))))
+            .filter_map(|(k, ((sp, l), &i))| {
+                let (h, half) = nearest_halfspace(sp, l)?;
+                let duals = LeafDuals {
+                    slopes: warm[k].slopes.as_deref(),
+                    splits: &leaves[i].splits,
+                    betas: warm[k].betas.get(h).and_then(|b| b.as_deref()).unwrap_or_default(),
+                };
+                Some((k, (bounds[i].as_ref()?, &half.c[..]), duals))
+            })
             .collect();
         let mut chosen: Vec<Vec<ReluSplit>> = vec![Vec::new(); sps.len()];
         // Blocks as full as keeps every thread busy.
@@ -135,11 +142,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let blocks: Vec<Vec<Vec<ReluSplit>>> = scored
             .par_chunks(block)
             .map(|block| {
-                let leaves: Vec<LeafObjective<'_, T>> = block.iter().map(|&(_, x)| x).collect();
-                crate::bab::branch::relu_candidates(net, &leaves, lower)
+                let leaves: Vec<LeafObjective<'_, T>> = block.iter().map(|&(_, x, _)| x).collect();
+                let duals: Vec<LeafDuals<'_>> = block.iter().map(|&(_, _, d)| d).collect();
+                crate::bab::branch::relu_candidates(net, &leaves, &duals, lower)
             })
             .collect();
-        for (&(k, _), cands) in scored.iter().zip(blocks.into_iter().flatten()) {
+        for (&(k, ..), cands) in scored.iter().zip(blocks.into_iter().flatten()) {
             chosen[k] = cands;
         }
         chosen
