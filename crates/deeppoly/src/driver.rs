@@ -188,7 +188,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             Some(crate::bab::search::Branching::Relus) => crate::base::lower::maxpool_as_relus(self.net).ok().flatten(),
             _ => None,
         };
-        let low = lowered.as_ref().and_then(|n| Analyzer::new(n, self.backend, self.opts.clone()).ok());
+        // Its scores see the leaves' α and β unless told otherwise (`SearchOptions::babsr_duals`).
+        let mut low_opts = self.opts.clone();
+        low_opts.search.babsr_duals.get_or_insert(true);
+        let low = lowered.as_ref().and_then(|n| Analyzer::new(n, self.backend, low_opts).ok());
         let searcher = low.as_ref().unwrap_or(self);
         for &s in slots.iter().filter(|&&s| !results[s].proved) {
             match searcher.search(work[s], &results[s].lower, budget, &mut stats) {

@@ -50,6 +50,7 @@ keys! {
     search.table_depth: count,
     search.min_round: positive,
     search.free_apart: count,
+    search.babsr_duals: auto_switch,
     search.picks.warmup: count,
     search.picks.probe: positive,
     search.gate.min_gain: at_least_zero,
@@ -63,6 +64,16 @@ keys! {
     search.stabilize.max_end_leaves: count,
     search.stabilize.max_unstable: count,
     search.stabilize.halvings: count,
+}
+
+/// `auto` (`None`), else on (`on`, `true`, `1`) or off (`off`, `false`, `0`).
+fn auto_switch(v: &str) -> Result<Option<bool>, String> {
+    match v {
+        "auto" => Ok(None),
+        "on" | "true" | "1" => Ok(Some(true)),
+        "off" | "false" | "0" => Ok(Some(false)),
+        _ => Err(format!("expected auto, on or off, not '{v}'")),
+    }
 }
 
 /// A whole number (`usize` or `u32`).
@@ -137,6 +148,9 @@ mod tests {
         assert!(o.set("attack.kept_graphs", "0").unwrap_err().contains("at least 1"));
         assert!(o.set("crown.steps", "-1").unwrap_err().contains("whole number"));
         assert!(o.set("crown.steps", "nan").is_err() && o.set("attack.hinge", "inf").is_err());
+        o.set("search.babsr_duals", "off").unwrap();
+        assert_eq!(o.search.babsr_duals, Some(false));
+        assert!(o.set("search.babsr_duals", "maybe").unwrap_err().contains("auto, on or off"));
         assert_eq!(o.set("crown.nope", "1").unwrap_err(), "unknown key 'crown.nope'");
     }
 }

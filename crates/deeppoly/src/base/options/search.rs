@@ -44,6 +44,12 @@ pub struct SearchOptions {
     /// Open leaves left at a search's end from which they are freed on a
     /// thread of their own.
     pub free_apart: usize,
+    /// Whether BaBSR's scores see each leaf's own α and β (`babsr.rs`);
+    /// `None` (auto): on for networks whose max pooling the search rewrote
+    /// as ReLUs, where tiny_cnn eps 0.05 went from open after 600 s to 8
+    /// leaves; off elsewhere, where one run on the shared nets was mixed
+    /// (bench/results/2026-11-28-babsr-duals.md).
+    pub babsr_duals: Option<bool>,
     /// Which of a ReLU leaf's two candidate splits are tried (`picks.rs`).
     pub picks: PickOptions,
     /// Whether leaves skip refining a layer that gains little (`gate.rs`).
@@ -65,6 +71,7 @@ impl Default for SearchOptions {
             memory: None,
             min_round: 64,
             free_apart: 4096,
+            babsr_duals: None,
             picks: PickOptions::default(),
             gate: GateOptions::default(),
             stabilize: StabilizeOptions::default(),
