@@ -51,17 +51,20 @@ pub(crate) struct Share {
     spent: Duration,
     /// The share they may take (`AttackOptions::corner_share`).
     most: f64,
+    /// Seconds they may take besides (`AttackOptions::restart_grace`).
+    grace: f64,
 }
 
 impl Share {
-    pub fn new(most: f64) -> Self {
-        Self { since: Instant::now(), spent: Duration::ZERO, most }
+    pub fn new(most: f64, grace: f64) -> Self {
+        Self { since: Instant::now(), spent: Duration::ZERO, most, grace }
     }
 
     /// Whether an attack may run now: the first round's, and then while
-    /// the attacks have taken under their share of the time so far.
+    /// the attacks have taken under their share of the time so far and
+    /// the grace.
     fn allows(&self) -> bool {
-        self.spent.is_zero() || self.spent.as_secs_f64() < self.most * self.since.elapsed().as_secs_f64()
+        self.spent.is_zero() || self.spent.as_secs_f64() < self.most * self.since.elapsed().as_secs_f64() + self.grace
     }
 }
 

@@ -326,18 +326,18 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let several = !forks.is_empty();
         self.relaxed_clock.borrow_mut().shared = several || opts.host_shared;
         std::thread::scope(|s| {
-            for be in &forks {
+            for (k, be) in forks.iter().enumerate() {
                 let shared = &shared;
                 // A fork whose analyzer cannot be prepared takes no part.
                 s.spawn(move || {
                     if let Ok(a) = Analyzer::new(net, be, opts.clone()) {
                         a.relaxed_clock.borrow_mut().shared = true;
                         shared.workers.fetch_add(1, Ordering::Relaxed);
-                        a.work(shared);
+                        a.work(shared, k + 1);
                     }
                 });
             }
-            self.work(&shared);
+            self.work(&shared, 0);
         });
         self.relaxed_clock.borrow_mut().shared = opts.host_shared;
         let live = shared.live;
@@ -388,15 +388,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok(out)
     }
 
-    /// One worker: rounds until the pool says the search is over.
-    fn work(&self, shared: &Shared<'_, '_, T>) {
+    /// One worker (`index` 0 is the calling thread's): rounds until the
+    /// pool says the search is over. Its random restarts draw from its own
+    /// range of seeds, so workers do not repeat each other's starts.
+    fn work(&self, shared: &Shared<'_, '_, T>, index: usize) {
         let plan = shared.plan;
         let mut w = WorkerState {
             picks: Picks::new(self.opts.search.picks.clone()),
             gate: (plan.how == Branching::Relus && self.opts.search.gate.on)
                 .then(|| RefineGate::new(self.opts.search.gate.clone())),
-            share: Share::new(self.opts.attack.corner_share),
-            restarts: Restarts { share: Share::new(self.opts.attack.corner_share), seed: 0 },
+            share: Share::new(self.opts.attack.corner_share, 0.0),
+            restarts: Restarts {
+                share: Share::new(self.opts.attack.corner_share, self.opts.attack.restart_grace),
+                seed: worker_seed(index),
+            },
         };
         while let Some((leaves, weakest)) = shared.take() {
             let n = leaves.len();
@@ -409,4 +414,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             shared.apply((n, weakest), r);
         }
     }
+}
+
+/// The first restart seed of worker `index`: 2^24 seeds apart (a worker
+/// would take thousands of rounds to reach the next one's).
+fn worker_seed(index: usize) -> u32 {
+    (index as u32).wrapping_mul(1 << 24)
 }

@@ -26,6 +26,10 @@ pub struct AttackOptions {
     pub search_restarts: usize,
     /// Sign steps of each of those starts (a fine schedule).
     pub search_restart_steps: usize,
+    /// Seconds of restarts an input search may spend besides their share:
+    /// a quick attack up front, which finds a sliver counterexample before
+    /// the share would allow a second batch.
+    pub restart_grace: f64,
     /// A fine schedule's last step as a share of its coarse phase's last
     /// (`check.rs::Schedule`).
     pub fine_end: f64,
@@ -50,6 +54,7 @@ impl Default for AttackOptions {
             seed: 0,
             corner_leaves: 32,
             corner_share: 0.05,
+            restart_grace: 0.1,
             search_restarts: 256,
             search_restart_steps: 200,
             fine_end: 0.01,

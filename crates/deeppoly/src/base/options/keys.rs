@@ -42,6 +42,7 @@ keys! {
     attack.corner_share: share,
     attack.search_restarts: count,
     attack.search_restart_steps: count,
+    attack.restart_grace: at_least_zero,
     attack.fine_end: fraction,
     attack.hinge: at_least_zero,
     attack.max_points: positive,
