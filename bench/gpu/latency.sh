@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-property latency on the GPU machine (issue 8), after `cargo xtask gpu-prepare`: the shared
-# instances one at a time (`--batch 1 --jobs 1`), default and analysis only, then the host trace
-# (POLYCERT_CUDA_TRACE=1) of each network's instances. BIN overrides the binary (A/B runs).
+# instances one at a time (`--batch 1 --jobs 1`), analysis and attack only, then (TRACE=1) the host
+# trace (POLYCERT_CUDA_TRACE=1) of each network's instances. BIN overrides the binary (A/B runs).
 # Results go to $OUT; the last lines are a summary table.
 set -uo pipefail
 OUT="${OUT:-out}"
@@ -18,10 +18,13 @@ one() {
             --results "$OUT/${b}_$tag$TAG.csv" > "$OUT/${b}_$tag$TAG.log" 2>&1
     done
 }
-one warm --attack-steps 0
-one default
-one noattack --attack-steps 0
-if [ "${TRACE:-1}" = 1 ]; then
+# The default runs branch and bound to the VNN-COMP timeouts: one answer's latency is the analysis
+# and the attack (--no-bab), with optimised slopes (nobab) and without (plain, GPUPoly's work).
+one warm --no-bab --attack-steps 0
+one nobab --no-bab
+one plain --no-bab --no-alpha
+one noattack --no-bab --no-alpha --attack-steps 0
+if [ "${TRACE:-0}" = 1 ]; then
     for net in mnist-net_256x2 mnist-net_256x4 mnist-net_256x6 resnet_2b resnet_4b; do
         for b in mnist_fc cifar10_resnet; do
             grep "$net.onnx," "$C/bench/$b/instances.csv" > "$C/bench/$b/only_$net.csv" || continue
@@ -30,4 +33,4 @@ if [ "${TRACE:-1}" = 1 ]; then
         done
     done
 fi
-python3 bench/summarize.py "$OUT"/*_default$TAG.csv "$OUT"/*_noattack$TAG.csv | tee "$OUT/summary$TAG.md"
+python3 bench/summarize.py "$OUT"/*_nobab$TAG.csv "$OUT"/*_plain$TAG.csv "$OUT"/*_noattack$TAG.csv | tee "$OUT/summary$TAG.md"

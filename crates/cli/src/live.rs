@@ -12,7 +12,7 @@ use std::time::Duration;
 /// A bar over `jobs` properties, or a spinner (ticking by itself) for one.
 pub fn bar(jobs: usize) -> ProgressBar {
     let (b, template) = if jobs > 1 {
-        (ProgressBar::new(jobs as u64), "{bar:40} {pos}/{len} {elapsed_precise} {msg}")
+        (ProgressBar::new(jobs as u64), "{bar:40} {pos}/{len} {elapsed_precise} {prefix} {msg}")
     } else {
         (ProgressBar::new_spinner(), "{spinner} {elapsed_precise} {msg}")
     };
@@ -21,6 +21,18 @@ pub fn bar(jobs: usize) -> ProgressBar {
         b.enable_steady_tick(Duration::from_millis(200));
     }
     b
+}
+
+/// A test set's part of the line: images certified so far, and the
+/// budget left where there is one.
+pub fn certified(n: usize, deadline: Option<std::time::Instant>) -> String {
+    match deadline {
+        Some(d) => {
+            let left = d.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
+            format!("certified {n}, budget left {left:.1} s")
+        }
+        None => format!("certified {n}"),
+    }
 }
 
 /// The search's part of the line, while one runs.

@@ -14,6 +14,7 @@ mod report;
 mod resources;
 mod results;
 mod say;
+mod testset;
 mod verify;
 mod vnncomp;
 

@@ -5,6 +5,7 @@ use crate::args::{AnalysisArgs, seconds, unit};
 use crate::engine::{self, Job};
 use crate::records::{self, Record};
 use crate::say::{err, out, outln};
+use crate::testset::TestSet;
 use crate::{InputError, images, live, model, vnncomp};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -36,8 +37,15 @@ pub struct VerifyArgs {
     #[arg(long, value_parser = crate::args::positive::<usize>, conflicts_with_all = ["vnnlib", "property_file"])]
     count: Option<usize>,
     /// Time limit per property, in seconds [default: none: a search stops at its leaf limit].
+    /// Images with --timeout and no --budget: each image gets the whole analysis, one by one.
     #[arg(long, value_parser = seconds)]
     timeout: Option<f64>,
+    /// Images: seconds for the whole set. Every image gets DeepPoly and the
+    /// attack; then the open ones, closest margin first, get optimised
+    /// slopes, then branch and bound, until the budget is spent
+    /// [default: 10, or 1 per 1,000 images where that is more; none with --timeout].
+    #[arg(long, value_parser = seconds, conflicts_with_all = ["vnnlib", "property_file"])]
+    budget: Option<f64>,
     /// One JSON object per property on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -125,6 +133,19 @@ impl VerifyArgs {
     fn property_path(&self) -> Option<&Path> {
         self.property_file.as_deref().or(self.vnnlib.as_deref())
     }
+
+    /// For images, whether they run as a test set, and its budget (none:
+    /// no limit but the per-image timeout).
+    fn test_set(&self, images: usize) -> Option<Option<f64>> {
+        if self.property_path().is_some() {
+            return None;
+        }
+        match (self.budget, self.timeout) {
+            (Some(b), _) => Some(Some(b)),
+            (None, Some(_)) => None,
+            (None, None) => Some(Some(crate::testset::default_budget(images))),
+        }
+    }
 }
 
 /// Refuses, before any work, what would fail or be ignored later.
@@ -145,6 +166,7 @@ fn check(a: &VerifyArgs) -> Result<()> {
 }
 
 pub fn run(a: VerifyArgs) -> Result<bool> {
+    let start = std::time::Instant::now();
     check(&a)?;
     a.analysis.start_threads()?;
     let engine = engine::open_backend(a.analysis.backend, a.analysis.memory_budget())?;
@@ -168,31 +190,50 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
     if !a.json {
         outln!("{}", records::header());
     }
-    live::while_running(&bar, &progress, || {
-        engine::run_jobs_parallel(
-            &engine,
-            &plan,
-            net,
-            &model_name,
-            &work.jobs,
-            a.analysis.precision,
-            &mut |mut r: Record| {
-                classes(&mut r, net, work.centres[records.len()].as_deref());
-                bar.suspend(|| if a.json { r.emit_json() } else { outln!("{}", r.line()) });
+    let deadline = a.test_set(work.jobs.len()).flatten().map(|b| start + std::time::Duration::from_secs_f64(b));
+    let mut certified = 0;
+    let mut emit = |i: usize, mut r: Record| {
+        certified += usize::from(r.result == "verified");
+        bar.set_prefix(live::certified(certified, deadline));
+        classes(&mut r, net, work.centres[i].as_deref());
+        bar.suspend(|| if a.json { r.emit_json() } else { outln!("{}", r.line()) });
+        records.push(r);
+        Ok(())
+    };
+    let spent = live::while_running(&bar, &progress, || match a.test_set(work.jobs.len()) {
+        Some(budget) => {
+            let set = TestSet {
+                engine: &engine,
+                plan: &plan,
+                net,
+                model_name: &model_name,
+                precision: a.analysis.precision,
+                bar: &bar,
+            };
+            set.run(&work.jobs, (start, budget), &mut emit).map(Some)
+        }
+        None => {
+            let mut k = 0;
+            engine::run_jobs_parallel(&engine, &plan, net, &model_name, &work.jobs, a.analysis.precision, &mut |r| {
+                k += 1;
                 bar.inc(1);
-                records.push(r);
-                Ok(())
-            },
-        )
+                emit(k - 1, r)
+            })
+            .map(|()| None)
+        }
     })?;
     bar.finish_and_clear();
     if let Some(rf) = &a.result_file {
         write_result(rf, records.first(), &imported)?;
     }
+    let mut summary = records::summary(&records);
+    if let Some(spent) = spent {
+        summary.push_str(&spent.lines());
+    }
     if a.json {
-        err!("{}", records::summary(&records));
+        err!("{summary}");
     } else {
-        out!("{}", records::summary(&records));
+        out!("{summary}");
     }
     if let Some(e) = records.iter().find_map(|r| r.error.clone()) {
         bail!(InputError(e));

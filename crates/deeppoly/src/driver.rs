@@ -86,7 +86,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// outcome went to `each`; per-property errors (bad dimensions) go there.
     fn run_batch(&self, props: &[&Property], each: &mut Each<'_>) -> Result<(), AnalysisError> {
         let start = Instant::now();
-        let budget = Budget::within(self.opts.timeout.map(|t| start + t));
+        let budget = Budget::within(self.opts.end(start, std::time::Duration::ZERO));
         let (n_in, n_out) = (self.net.input_shape().numel(), self.net.output_shape().numel());
         // Per property, its sub-problems' range in `sps` (or its error).
         let mut sps: Vec<&SubProblem> = Vec::new();
@@ -180,7 +180,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     ) {
         let start = Instant::now();
         let spent = std::time::Duration::from_secs_f64(o.seconds);
-        let budget = Budget::within(self.opts.timeout.map(|t| start + t.saturating_sub(spent)));
+        let budget = Budget::within(self.opts.end(start, spent));
         let mut stats = crate::base::property::SearchStats::default();
         let mut verdict = stop.map_or(Verdict::Verified, Verdict::Falsified);
         // A ReLU search splits max pooling as ReLUs (`base/lower.rs`).

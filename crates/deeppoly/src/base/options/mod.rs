@@ -16,7 +16,7 @@ pub use search::{GateOptions, PickOptions, SearchOptions, StabilizeOptions};
 use crate::base::backend::Arith;
 use crate::base::relax::ReluLower;
 use polycert_interval::FloatModel;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Analysis options.
 #[derive(Debug, Clone, Default)]
@@ -29,7 +29,11 @@ pub struct Options {
     pub attack: AttackOptions,
     /// Branch and bound.
     pub search: SearchOptions,
+    /// Time limit per property.
     pub timeout: Option<Duration>,
+    /// An instant no analysis runs past, whatever its timeout (a test set's
+    /// budget).
+    pub deadline: Option<Instant>,
     /// Other analyses share the host's cores (the CLI sets it where `--jobs`
     /// runs several properties at once): `RelaxedOn::Auto` then evaluates the
     /// α/β rows on the backend, as it does while search workers share them
@@ -45,6 +49,17 @@ impl Options {
     pub fn with(mut self, f: impl FnOnce(&mut Self)) -> Self {
         f(&mut self);
         self
+    }
+
+    /// When an analysis begun at `start`, which has spent `spent` of its
+    /// timeout already, must end: the earlier of its timeout and
+    /// [`Options::deadline`].
+    pub fn end(&self, start: Instant, spent: Duration) -> Option<Instant> {
+        let own = self.timeout.map(|t| start + t.saturating_sub(spent));
+        match (own, self.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
