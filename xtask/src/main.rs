@@ -3,9 +3,11 @@
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
+mod bench;
+mod bench_plot;
 mod gpu;
 
-const USAGE: &str = "usage: cargo xtask <task>\n\ntasks:\n  codegen      regenerate crates/onnx-import/src/onnx_pb.rs from proto/onnx.proto\n  gpu-prepare  build the GPU test binaries and polycert, copy them and ../shared/bench into carry/\n  gpu-test     gpu-prepare, then print the device command that runs the GPU tests\n  soundness-hunt [CASES_PER_KIND] [SEED] [STEPS]\n               the adversarial soundness hunt (release build; failures to hunt-failures.json)";
+const USAGE: &str = "usage: cargo xtask <task>\n\ntasks:\n  codegen      regenerate crates/onnx-import/src/onnx_pb.rs from proto/onnx.proto\n  bench [--quick] [--backend cpu|cuda] [--bin PATH] [--data DIR] [--out DIR]\n               test set and latency measurements: JSON, markdown and SVG plots (bench/results; --quick: target/bench)\n  gpu-prepare  build the GPU test binaries and polycert, copy them and ../shared/bench into carry/\n  gpu-test     gpu-prepare, then print the device command that runs the GPU tests\n  soundness-hunt [CASES_PER_KIND] [SEED] [STEPS]\n               the adversarial soundness hunt (release build; failures to hunt-failures.json)";
 
 fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1);
@@ -18,6 +20,10 @@ fn main() -> anyhow::Result<()> {
                 "carry/ is ready. On the GPU machine (device tool, carry [\"carry\"]) run:\n  bash bench/gpu/run.sh tests"
             );
             Ok(())
+        }
+        Some("bench") => {
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            bench::run(&workspace_root(), &rest)
         }
         Some("soundness-hunt") => {
             let rest: Vec<String> = std::env::args().skip(2).collect();
