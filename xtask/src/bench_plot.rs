@@ -1,6 +1,7 @@
 //! The plots of `cargo xtask bench` (SVG, drawn with plotters).
 
 use anyhow::{Result, anyhow};
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use serde_json::Value;
 
@@ -40,48 +41,51 @@ fn draw(data: &[(String, Vec<(f64, f64)>)], caption: &str, (xd, yd): (&str, &str
         root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
         let mut b = ChartBuilder::on(&root);
         b.caption(caption, ("sans-serif", 22)).margin(16).x_label_area_size(44).y_label_area_size(64);
-        let e = |e: &dyn std::fmt::Display| anyhow!("plot: {e}");
+        let x = (x0..x1 * 1.5).log_scale();
         if log_y {
-            let mut c = b
-                .build_cartesian_2d((x0..x1 * 1.5).log_scale(), ((y0 / 1.5).max(1e-6)..y1 * 1.5).log_scale())
-                .map_err(|x| e(&x))?;
-            c.configure_mesh().x_desc(xd).y_desc(yd).draw().map_err(|x| e(&x))?;
-            for (k, (n, v)) in data.iter().enumerate() {
-                let col = Palette99::pick(k).to_rgba();
-                c.draw_series(LineSeries::new(v.iter().copied(), col.stroke_width(2)))
-                    .map_err(|x| e(&x))?
-                    .label(n.as_str())
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col));
-                c.draw_series(v.iter().map(|&p| Circle::new(p, 4, col.filled()))).map_err(|x| e(&x))?;
-            }
-            c.configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|x| e(&x))?;
+            let y = ((y0 / 1.5).max(1e-6)..y1 * 1.5).log_scale();
+            lines(&mut b, (x, y), data, (xd, yd), SeriesLabelPosition::UpperLeft)?;
         } else {
-            let mut c =
-                b.build_cartesian_2d((x0..x1 * 1.5).log_scale(), 0.0..(y1 * 1.1).max(1.0)).map_err(|x| e(&x))?;
-            c.configure_mesh().x_desc(xd).y_desc(yd).draw().map_err(|x| e(&x))?;
-            for (k, (n, v)) in data.iter().enumerate() {
-                let col = Palette99::pick(k).to_rgba();
-                c.draw_series(LineSeries::new(v.iter().copied(), col.stroke_width(2)))
-                    .map_err(|x| e(&x))?
-                    .label(n.as_str())
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col));
-                c.draw_series(v.iter().map(|&p| Circle::new(p, 4, col.filled()))).map_err(|x| e(&x))?;
-            }
-            c.configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|x| e(&x))?;
+            lines(&mut b, (x, 0.0..(y1 * 1.1).max(1.0)), data, (xd, yd), SeriesLabelPosition::LowerRight)?;
         }
-        root.present().map_err(|x| e(&x))?;
+        root.present().map_err(|e| anyhow!("plot: {e}"))?;
     }
     Ok(svg)
+}
+
+/// One line with points per series of `data` on the axes `(x, y)`, and
+/// their legend at `at`.
+fn lines<X, Y>(
+    b: &mut ChartBuilder<'_, '_, SVGBackend<'_>>,
+    (x, y): (X, Y),
+    data: &[(String, Vec<(f64, f64)>)],
+    (xd, yd): (&str, &str),
+    at: SeriesLabelPosition,
+) -> Result<()>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let e = |e: &dyn std::fmt::Display| anyhow!("plot: {e}");
+    let mut c = b.build_cartesian_2d(x, y).map_err(|x| e(&x))?;
+    c.configure_mesh().x_desc(xd).y_desc(yd).draw().map_err(|x| e(&x))?;
+    for (k, (n, v)) in data.iter().enumerate() {
+        let col = Palette99::pick(k).to_rgba();
+        c.draw_series(LineSeries::new(v.iter().copied(), col.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(n.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col));
+        c.draw_series(v.iter().map(|&p| Circle::new(p, 4, col.filled()))).map_err(|x| e(&x))?;
+    }
+    c.configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    Ok(())
 }
 
 /// First-pass milliseconds per image against the model's size.
