@@ -51,8 +51,6 @@ pub struct Phase {
 /// Where a test set's phases left it.
 pub struct Spent {
     pub phases: Vec<Phase>,
-    /// Open images the budget left unrefined (by the last phase).
-    pub unreached: usize,
     pub budget: Option<f64>,
 }
 
@@ -66,12 +64,12 @@ impl Spent {
                 p.name, p.images, p.seconds, p.verified, p.falsified
             ));
         }
-        if self.unreached > 0 {
-            let last = self.phases.last().map_or("", |p| p.name);
+        // The open images the budget left unrefined: the last phase's.
+        if let Some(last) = self.phases.last().filter(|p| p.unreached > 0) {
             let b = self.budget.map_or(String::new(), |b| format!(", --budget {b} s spent"));
             s.push_str(&format!(
-                "not refined        {:>7} open images ({last} did not reach them{b})\n",
-                self.unreached
+                "not refined        {:>7} open images ({} did not reach them{b})\n",
+                last.unreached, last.name
             ));
         }
         s
@@ -107,7 +105,6 @@ impl TestSet<'_> {
         let deadline = budget.map(|b| start + Duration::from_secs_f64(b - (b * END_SHARE).min(END_MOST)));
         let (mut open, first) = self.first_pass(jobs, emit)?;
         let mut phases = vec![first];
-        let mut unreached = 0;
         for (name, opts) in self.rounds() {
             if open.is_empty() {
                 break;
@@ -115,14 +112,13 @@ impl TestSet<'_> {
             let opts = Options { deadline, ..opts };
             let (rest, phase) = self.refine(name, jobs, open, &opts, emit)?;
             open = rest;
-            unreached = phase.unreached;
             phases.push(phase);
         }
         open.sort_by_key(|(i, _)| *i);
         for (i, r) in open {
             emit(i, r)?;
         }
-        Ok(Spent { phases, unreached, budget })
+        Ok(Spent { phases, budget })
     }
 
     /// Every image with DeepPoly and the attack only: the decided ones are
@@ -130,11 +126,7 @@ impl TestSet<'_> {
     fn first_pass(&self, jobs: &[Job], emit: &mut dyn FnMut(usize, Record) -> Result<()>) -> Result<(Open, Phase)> {
         let cheap = Plan {
             workers: self.plan.workers,
-            opts: self.plan.opts.clone().with(|o| {
-                o.crown.optimize_slopes = false;
-                o.search.split_inputs = 0;
-                o.search.split_relus = false;
-            }),
+            opts: no_search(&self.plan.opts).with(|o| o.crown.optimize_slopes = false),
         };
         let t = Instant::now();
         let mut phase = Phase { name: "first pass", images: jobs.len(), ..Phase::default() };
@@ -161,14 +153,8 @@ impl TestSet<'_> {
     fn rounds(&self) -> Vec<(&'static str, Options)> {
         let o = &self.plan.opts;
         let searches = o.search.split_inputs > 0 || o.search.split_relus;
-        let no_search = || {
-            o.clone().with(|o| {
-                o.search.split_inputs = 0;
-                o.search.split_relus = false;
-            })
-        };
         match (o.crown.optimize_slopes, searches) {
-            (true, true) => vec![("optimised slopes", no_search()), ("branch and bound", o.clone())],
+            (true, true) => vec![("optimised slopes", no_search(o)), ("branch and bound", o.clone())],
             (true, false) => vec![("optimised slopes", o.clone())],
             (false, true) => vec![("branch and bound", o.clone())],
             (false, false) => Vec::new(),
@@ -247,6 +233,14 @@ fn fitting(deadline: Option<Instant>, pace: Option<f64>) -> usize {
         }
         _ => CHUNK,
     }
+}
+
+/// `o` without branch and bound (as `--no-bab` sets it).
+fn no_search(o: &Options) -> Options {
+    o.clone().with(|o| {
+        o.search.split_inputs = 0;
+        o.search.split_relus = false;
+    })
 }
 
 fn count(p: &mut Phase, r: &Record) {

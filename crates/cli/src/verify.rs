@@ -190,7 +190,8 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
     if !a.json {
         outln!("{}", records::header());
     }
-    let deadline = a.test_set(work.jobs.len()).flatten().map(|b| start + std::time::Duration::from_secs_f64(b));
+    let test_set = a.test_set(work.jobs.len());
+    let deadline = test_set.flatten().map(|b| start + std::time::Duration::from_secs_f64(b));
     let mut certified = 0;
     let mut emit = |i: usize, mut r: Record| {
         certified += usize::from(r.result == "verified");
@@ -200,7 +201,7 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
         records.push(r);
         Ok(())
     };
-    let spent = live::while_running(&bar, &progress, || match a.test_set(work.jobs.len()) {
+    let spent = live::while_running(&bar, &progress, || match test_set {
         Some(budget) => {
             let set = TestSet {
                 engine: &engine,

@@ -128,14 +128,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .enumerate()
             .filter_map(|(k, ((sp, l), &i))| {
                 let (h, half) = nearest_halfspace(sp, l)?;
-                let duals = if !self.opts.search.babsr_duals.unwrap_or(false) {
-                    LeafDuals::default()
-                } else {
+                let duals = if self.opts.search.babsr_duals.unwrap_or(false) {
                     LeafDuals {
                         slopes: warm[k].slopes.as_deref(),
                         splits: &leaves[i].splits,
                         betas: warm[k].betas.get(h).and_then(|b| b.as_deref()).unwrap_or_default(),
                     }
+                } else {
+                    LeafDuals::default()
                 };
                 Some((k, (bounds[i].as_ref()?, &half.c[..]), duals))
             })
