@@ -5,6 +5,7 @@ mod conv;
 mod forward;
 mod gemm;
 mod infer;
+mod lanes;
 mod point;
 mod point_affine;
 mod pool;

@@ -2,8 +2,9 @@
 //! concretization and the residual merge. Each rounding of a coefficient
 //! is bounded (`err ≥ |exact − stored|`) and paid as `err·r` in the constant.
 
+use crate::lanes::{self, Lanes};
 use crate::rowops::for_each_placed;
-use crate::util::{CpuPMat, column_of, for_each_in_window, lower_of, min_product, mul_outward, upper_of};
+use crate::util::{CpuPMat, column_of, for_each_in_window, lower_of, min_product, mul_outward, runs, upper_of};
 use polycert_deeppoly::Geom;
 use polycert_interval::{Fp, fp};
 
@@ -90,83 +91,6 @@ fn diag_rows<T: Fp>(
     (out, cst)
 }
 
-/// Partial sums of a full row's terms: independent lanes let the compiler
-/// vectorise, and the widening of [`constant`] holds for any summation
-/// order of `n` terms (zero terms add exactly).
-const LANES: usize = 4;
-
-/// `Σ f(j)` over `j < n` for three running sums, in [`LANES`] lanes.
-#[inline(always)]
-fn lane_sums(n: usize, mut f: impl FnMut(usize) -> [f64; 3]) -> [f64; 3] {
-    let mut acc = [[0.0f64; 3]; LANES];
-    let whole = n / LANES * LANES;
-    for c in 0..n / LANES {
-        for (l, lane) in acc.iter_mut().enumerate() {
-            let t = f(c * LANES + l);
-            for k in 0..3 {
-                lane[k] += t[k];
-            }
-        }
-    }
-    let mut tot = [0.0f64; 3];
-    for j in whole..n {
-        let t = f(j);
-        for k in 0..3 {
-            tot[k] += t[k];
-        }
-    }
-    for lane in acc {
-        for k in 0..3 {
-            tot[k] += lane[k];
-        }
-    }
-    tot
-}
-
-/// The point ReLU step over full rows (dense layers), branch-free: the
-/// same coefficients, rounding bounds and constant terms as the windowed
-/// path, with every column counted in the sums' widening.
-fn point_relu_full<T: Fp>(
-    a: &CpuPMat<T>,
-    g: &Geom,
-    lam: (&[T], &[T]),
-    (mu_up, mu_lo): (&[T], Option<&[T]>),
-    r: &[T],
-) -> (CpuPMat<T>, Vec<f64>) {
-    let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
-    let cols = a.cols;
-    let (u2, eta4) = (2.0 * T::UNIT_ROUNDOFF, 4.0 * T::MIN_SUBNORMAL.to_f64_exact());
-    let cst = map_rows(&mut out, |(row, o)| {
-        let ar = &a.a[row * cols..(row + 1) * cols];
-        let t = g.table_base(row)..g.table_base(row) + cols;
-        let (ll, lu, mu, rr) = (&lam.0[t.clone()], &lam.1[t.clone()], &mu_up[t.clone()], &r[t.clone()]);
-        let ml = mu_lo.map(|v| &v[t]);
-        let [s, m, e] = lane_sums(cols, |j| {
-            let aj = ar[j];
-            if aj == T::zero() {
-                return [0.0; 3];
-            }
-            let l = if aj > T::zero() { ll[j] } else { lu[j] };
-            let gj = aj * l;
-            o[j] = gj;
-            // As `product(aj, l, l)`: exact for λ ∈ {0, 1}, else u·|g| + η/2 (doubled).
-            let err = if !gj.is_finite() {
-                f64::INFINITY
-            } else if l == T::zero() || l == T::one() {
-                0.0
-            } else {
-                u2 * gj.to_f64_exact().abs() + eta4
-            };
-            let et = if err > 0.0 { err * rr[j].to_f64_exact() } else { 0.0 };
-            let c = if aj < T::zero() { mu[j] } else { ml.map_or(T::zero(), |v| v[j]) };
-            let p = aj.to_f64_exact() * c.to_f64_exact();
-            [p, p.abs(), et]
-        });
-        constant(cols, s, m, cols, e)
-    });
-    (out, cst)
-}
-
 /// The point ReLU (or σ: `mu.1`, the lower line's intercept) step.
 pub fn point_relu<T: Fp>(
     a: &CpuPMat<T>,
@@ -175,15 +99,36 @@ pub fn point_relu<T: Fp>(
     mu: (&[T], Option<&[T]>),
     r: &[T],
 ) -> (CpuPMat<T>, Vec<f64>) {
-    if g.is_full() {
-        return point_relu_full(a, g, lam, mu, r);
+    let zeros;
+    let mu_lo = match mu.1 {
+        Some(v) => v,
+        None => {
+            zeros = vec![T::zero(); mu.0.len()];
+            &zeros
+        }
+    };
+    let mut out = CpuPMat { rows: a.rows, cols: a.cols, a: vec![T::zero(); a.rows * a.cols] };
+    let cols = a.cols;
+    let cst =
+        map_rows(&mut out, |(row, o)| relu_row(&a.a[row * cols..(row + 1) * cols], o, (g, row), lam, (mu.0, mu_lo), r));
+    (out, cst)
+}
+
+lanes::twin! {
+    /// One row of [`point_relu`]: every in-window column's term counted in
+    /// the widening.
+    fn relu_row<T: Fp>(ar: &[T], o: &mut [T], gr: (&Geom, usize), lam: (&[T], &[T]), mu: (&[T], &[T]), r: &[T]) -> f64 {
+        let mut acc = Lanes::new();
+        let mut n = 0;
+        for (c, i, len) in runs(gr.0, gr.1) {
+            let t = i..i + len;
+            let tables = ((&lam.0[t.clone()], &lam.1[t.clone()]), (&mu.0[t.clone()], &mu.1[t.clone()]));
+            acc.relu_terms(&ar[c..c + len], &mut o[c..c + len], tables.0, tables.1, &r[t]);
+            n += len;
+        }
+        let (s, m, e) = acc.total();
+        constant(n, s, m, n, e)
     }
-    diag_rows(a, g, r, |aj, i| {
-        let l = if aj > T::zero() { lam.0[i] } else { lam.1[i] };
-        let (gj, err) = product(aj, l, l);
-        let c = if aj < T::zero() { mu.0[i] } else { mu.1.map_or(T::zero(), |v| v[i]) };
-        (gj, err, aj.to_f64_exact() * c.to_f64_exact())
-    })
 }
 
 /// The point diagonal step through `y = x·[m_lo, m_hi] + [c_lo, c_hi]`.
@@ -267,33 +212,19 @@ pub fn point_add_into<T: Fp>(dst: &mut CpuPMat<T>, dg: &Geom, src: &CpuPMat<T>, 
 /// coefficient, the end of `x` chosen by the sign of `g_j`.
 pub fn point_concretize<T: Fp>(a: &CpuPMat<T>, g: &Geom, lo: &[T], hi: &[T]) -> Vec<f64> {
     let cols = a.cols;
-    let full = g.is_full();
-    crate::util::map_range(a.rows, a.rows * cols, |r| {
-        let ar = &a.a[r * cols..(r + 1) * cols];
-        if full {
-            // Branch-free lanes (zero coefficients skip infinite ends).
-            let t = g.table_base(r)..g.table_base(r) + cols;
-            let (lo, hi) = (&lo[t.clone()], &hi[t]);
-            let [s, m, _] = lane_sums(cols, |j| {
-                let aj = ar[j];
-                let x = if aj > T::zero() { lo[j] } else { hi[j] };
-                let p = if aj == T::zero() { 0.0 } else { aj.to_f64_exact() * x.to_f64_exact() };
-                [p, p.abs(), 0.0]
-            });
-            return constant(cols, s, m, 0, 0.0);
+    crate::util::map_range(a.rows, a.rows * cols, |r| concretize_row(&a.a[r * cols..(r + 1) * cols], (g, r), lo, hi))
+}
+
+lanes::twin! {
+    /// One row of [`point_concretize`].
+    fn concretize_row<T: Fp>(ar: &[T], gr: (&Geom, usize), lo: &[T], hi: &[T]) -> f64 {
+        let mut acc = Lanes::new();
+        let mut n = 0;
+        for (c, i, len) in runs(gr.0, gr.1) {
+            acc.min_terms(&ar[c..c + len], &lo[i..i + len], &hi[i..i + len]);
+            n += len;
         }
-        let (mut s, mut m, mut n) = (0.0, 0.0, 0usize);
-        for_each_in_window(g, r, |j, i| {
-            let aj = ar[j];
-            if aj == T::zero() {
-                return;
-            }
-            let x = if aj > T::zero() { lo[i] } else { hi[i] };
-            let p = aj.to_f64_exact() * x.to_f64_exact();
-            s += p;
-            m += p.abs();
-            n += 1;
-        });
+        let (s, m, _) = acc.total();
         constant(n, s, m, 0, 0.0)
-    })
+    }
 }

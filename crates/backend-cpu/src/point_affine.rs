@@ -2,7 +2,7 @@
 //! `gemm` crate: blocked, SIMD, FMA, any summation order) and the windowed
 //! conv step, each with its rounding error paid in the row's constant.
 
-use crate::util::{CpuPMat, for_each_in_window, lower_of, min_product, upper_of, valid};
+use crate::util::{CpuPMat, lower_of, runs, upper_of, valid};
 use polycert_deeppoly::{Conv2d, Geom, Shape};
 use polycert_interval::{FloatModel, Fp, fp};
 use rayon::prelude::*;
@@ -21,24 +21,27 @@ pub fn affine_constants<T: Fp>(a: &CpuPMat<T>, g: &Geom, b: (&[T], &[T]), wr: &[
     let eta_m = fp::mul_up((m + 2) as f64, model.min_subnormal);
     let cols = a.cols;
     crate::util::map_range(a.rows, a.rows * cols, |r| {
-        let row = &a.a[r * cols..(r + 1) * cols];
-        let (mut s, mut mg, mut e, mut n) = (0.0, 0.0, 0.0, 0usize);
-        for_each_in_window(g, r, |j, i| {
-            let aj = row[j].to_f64_exact();
-            if aj == 0.0 {
-                return;
-            }
-            let (p, q) = min_product(aj, aj, b.0[i].to_f64_exact(), b.1[i].to_f64_exact());
-            s += p;
-            mg += q;
-            e += aj.abs() * wr[i].to_f64_exact();
-            n += 1;
-        });
+        let (s, mg, e, n) = constant_terms(&a.a[r * cols..(r + 1) * cols], (g, r), b, wr);
         let eta = fp::mul_up(eta_m, r1[g.props[r] as usize]);
         let err = fp::add_up(fp::mul_up(gamma, upper_of(n, e)), eta);
         let c = fp::sub_down(lower_of(n, s, mg), err);
         if c.is_nan() { f64::NEG_INFINITY } else { c }
     })
+}
+
+crate::lanes::twin! {
+    /// One row's sums of [`affine_constants`] and their count.
+    fn constant_terms<T: Fp>(row: &[T], gr: (&Geom, usize), b: (&[T], &[T]), wr: &[T]) -> (f64, f64, f64, usize) {
+        let mut acc = crate::lanes::Lanes::new();
+        let mut n = 0;
+        for (c, i, len) in runs(gr.0, gr.1) {
+            let t = i..i + len;
+            acc.affine_terms(&row[c..c + len], (&b.0[t.clone()], &b.1[t.clone()]), &wr[t]);
+            n += len;
+        }
+        let (s, mg, e) = acc.total();
+        (s, mg, e, n)
+    }
 }
 
 /// `G = fl(A·W)` by a plain GEMM, `A` is `rows × n_out`, `W` row-major

@@ -91,27 +91,61 @@ pub fn column_of<T: Fp>(g: &Geom, r: usize, t: T) -> usize {
 /// the neuron.
 #[inline]
 pub fn for_each_in_window(g: &Geom, r: usize, mut f: impl FnMut(usize, usize)) {
+    for (col, idx, len) in runs(g, r) {
+        (0..len).for_each(|k| f(col + k, idx + k));
+    }
+}
+
+/// The runs `(col, idx, len)` of row `r`'s in-range positions that are
+/// consecutive both in the row and in the tables (see
+/// [`for_each_in_window`]): one for a full row, one per window line
+/// otherwise.
+#[inline(always)]
+pub fn runs(g: &Geom, r: usize) -> Runs {
     let s = g.shape;
     let (wh, ww) = g.win;
     let (oy, ox) = g.offsets[r];
-    let base = g.table_base(r);
+    let base = g.table_base(r) as isize;
     if (oy, ox) == (0, 0) && (wh, ww) == (s.h, s.w) {
         // A full row: columns are neurons.
-        (0..s.c * wh * ww).for_each(|j| f(j, base + j));
-        return;
+        let len = s.c * wh * ww;
+        return Runs { c: 0, y: 0, y0: 0, ends: (1, 1), col: (0, 0, 0), idx: (base, 0, 0), len };
     }
     let (y0, y1) = valid(oy, wh, s.h);
     let (x0, x1) = valid(ox, ww, s.w);
-    for c in 0..s.c {
-        for wy in y0..y1 {
-            let gy = (oy + wy as i32) as usize;
-            let col = (c * wh + wy) * ww;
-            let idx = base + (c * s.h + gy) * s.w;
-            for wx in x0..x1 {
-                let gx = (ox + wx as i32) as usize;
-                f(col + wx, idx + gx);
-            }
+    let channels = if x0 < x1 { s.c } else { 0 };
+    // Window position (c, y, x0) is neuron (c, oy + y, ox + x0).
+    let idx0 = base + oy as isize * s.w as isize + ox as isize + x0 as isize;
+    let (col, idx) = ((x0, wh * ww, ww), (idx0, s.h * s.w, s.w));
+    Runs { c: 0, y: y0, y0, ends: (channels, y1), col, idx, len: x1 - x0 }
+}
+
+/// See [`runs`]: window lines `y0 ≤ y < ends.1` of channels `c < ends.0`,
+/// each run at `col.0 + c·col.1 + y·col.2` in the row and at `idx.0 +
+/// c·idx.1 + y·idx.2` in the tables.
+pub struct Runs {
+    c: usize,
+    y: usize,
+    y0: usize,
+    ends: (usize, usize),
+    col: (usize, usize, usize),
+    idx: (isize, usize, usize),
+    len: usize,
+}
+
+impl Iterator for Runs {
+    type Item = (usize, usize, usize);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        let (c, y) = (self.c, self.y);
+        if c >= self.ends.0 || y >= self.ends.1 {
+            return None;
         }
+        let col = self.col.0 + c * self.col.1 + y * self.col.2;
+        let idx = (self.idx.0 + (c * self.idx.1 + y * self.idx.2) as isize) as usize;
+        (self.c, self.y) = if y + 1 < self.ends.1 { (c, y + 1) } else { (c + 1, self.y0) };
+        Some((col, idx, self.len))
     }
 }
 
