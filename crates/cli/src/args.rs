@@ -7,7 +7,7 @@ use clap::Args;
 use polycert_deeppoly::{Arith, Options, RelaxedOn, ReluLower, Stabilize};
 use std::time::Duration;
 
-use crate::engine::{BackendChoice, Precision};
+use crate::engine::{BackendChoice, PrecisionChoice};
 
 const RESOURCES: &str = "Resources";
 const TUNING: &str = "Tuning (also from --config FILE.toml or --set key=value)";
@@ -18,9 +18,10 @@ pub struct AnalysisArgs {
     /// Where the analysis runs: CUDA when a GPU is there, else the CPU.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
-    /// Float type of the analysis (bounds hold for the float32 network either way).
-    #[arg(long, value_enum, default_value = "f64")]
-    pub precision: Precision,
+    /// Float type of the analysis (bounds hold for the float32 network either
+    /// way): `auto` is f32 on the CPU and f64 on CUDA.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub precision: PrecisionChoice,
     /// Seed of the attack's random starts (the same seed, the same points).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -24,6 +24,26 @@ pub enum Precision {
     F64,
 }
 
+/// `--precision`: the analysis's float type, or the backend's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PrecisionChoice {
+    /// f32 on the CPU (twice f64's SIMD lanes), f64 on CUDA (as fast as
+    /// f32 on the GPUs it targets).
+    Auto,
+    F32,
+    F64,
+}
+
+impl PrecisionChoice {
+    /// The float type on `engine`.
+    pub fn on(self, engine: &Engine) -> Precision {
+        match (self, engine) {
+            (PrecisionChoice::F32, _) | (PrecisionChoice::Auto, Engine::Cpu(_)) => Precision::F32,
+            (PrecisionChoice::F64, _) | (PrecisionChoice::Auto, Engine::Cuda(..)) => Precision::F64,
+        }
+    }
+}
+
 /// A ready backend.
 pub enum Engine {
     Cpu(CpuBackend),

@@ -208,18 +208,26 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
                 plan: &plan,
                 net,
                 model_name: &model_name,
-                precision: a.analysis.precision,
+                precision: a.analysis.precision.on(&engine),
                 bar: &bar,
             };
             set.run(&work.jobs, (start, budget), &mut emit).map(Some)
         }
         None => {
             let mut k = 0;
-            engine::run_jobs_parallel(&engine, &plan, net, &model_name, &work.jobs, a.analysis.precision, &mut |r| {
-                k += 1;
-                bar.inc(1);
-                emit(k - 1, r)
-            })
+            engine::run_jobs_parallel(
+                &engine,
+                &plan,
+                net,
+                &model_name,
+                &work.jobs,
+                a.analysis.precision.on(&engine),
+                &mut |r| {
+                    k += 1;
+                    bar.inc(1);
+                    emit(k - 1, r)
+                },
+            )
             .map(|()| None)
         }
     })?;
