@@ -31,6 +31,11 @@ fn conv_in_order<F: EvalFloat>(c: &Conv2d, si: Shape, so: Shape, x: &[F]) -> Vec
     let mut y = vec![F::zero(); so.numel()];
     conv_runs(c, si, so, |w, o, i, n| {
         let w = F::of(w);
+        if sw == 1 {
+            // Contiguous inputs: the same sums, vectorised across outputs.
+            y[o..o + n].iter_mut().zip(&x[i..i + n]).for_each(|(out, &xv)| *out = *out + w * xv);
+            return;
+        }
         for (t, out) in y[o..o + n].iter_mut().enumerate() {
             *out = *out + w * x[i + t * sw];
         }
@@ -208,6 +213,10 @@ pub(crate) fn backpropagate<E: Coef>(
                 let (si, so, sw) = (net.node(x0).shape, node.shape, c.stride.1);
                 let gx = &mut coef[x0];
                 conv_runs(c, si, so, |w, o, i, n| {
+                    if sw == 1 {
+                        gx[i..i + n].iter_mut().zip(&g[o..o + n]).for_each(|(a, gt)| a.add_scaled(gt, w));
+                        return;
+                    }
                     for (t, gt) in g[o..o + n].iter().enumerate() {
                         gx[i + t * sw].add_scaled(gt, w);
                     }
