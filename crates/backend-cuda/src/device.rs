@@ -74,13 +74,14 @@ pub fn driver_err(what: &str, e: DriverError) -> BackendError {
     }
 }
 
-/// PTX per architecture, compiled once for the life of the process.
-fn ptx_for(arch: &'static str) -> Result<Ptx, BackendError> {
+/// PTX per architecture, compiled once for the life of the process, or
+/// read from the disk cache (`ptx_cache.rs`) unless `fresh`.
+fn ptx_for(arch: &'static str, fresh: bool) -> Result<(Ptx, bool), BackendError> {
     static CACHE: OnceLock<Mutex<HashMap<&'static str, Ptx>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let mut map = cache.lock().map_err(|_| BackendError::Failure("PTX cache poisoned".into()))?;
-    if let Some(p) = map.get(arch) {
-        return Ok(p.clone());
+    if let Some(p) = map.get(arch).filter(|_| !fresh) {
+        return Ok((p.clone(), false));
     }
     let opts = CompileOptions {
         fmad: Some(false),
@@ -90,10 +91,21 @@ fn ptx_for(arch: &'static str) -> Result<Ptx, BackendError> {
         arch: Some(arch),
         ..Default::default()
     };
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is loaded (checked by the caller); it writes two ints.
+    let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    let (options, version) = (format!("{opts:?}"), format!("nvrtc {major}.{minor}"));
+    let key = [KERNELS, arch, &options, &version];
+    if !fresh && let Some(text) = crate::ptx_cache::read(&key) {
+        let ptx = Ptx::from_src(text);
+        map.insert(arch, ptx.clone());
+        return Ok((ptx, true));
+    }
     let ptx = compile_ptx_with_opts(KERNELS, opts)
         .map_err(|e| BackendError::Failure(format!("NVRTC failed to compile kernels/*.cu: {e:?}")))?;
+    crate::ptx_cache::write(&key, &ptx.to_src());
     map.insert(arch, ptx.clone());
-    Ok(ptx)
+    Ok((ptx, false))
 }
 
 fn arch_name(major: i32, minor: i32) -> &'static str {
@@ -143,8 +155,15 @@ impl Device {
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(BackendError::Unavailable("NVRTC (libnvrtc) not found: it compiles polycert's kernels".into()));
         }
-        let ptx = ptx_for(arch_name(major, minor))?;
-        let module = ctx.load_module(ptx).map_err(|e| driver_err("loading kernels", e))?;
+        let arch = arch_name(major, minor);
+        let module = match ptx_for(arch, false)? {
+            // A cached file the driver refuses is replaced by a fresh compile.
+            (ptx, true) => match ctx.load_module(ptx) {
+                Ok(m) => m,
+                Err(_) => ctx.load_module(ptx_for(arch, true)?.0).map_err(|e| driver_err("loading kernels", e))?,
+            },
+            (ptx, false) => ctx.load_module(ptx).map_err(|e| driver_err("loading kernels", e))?,
+        };
         let mut funcs = HashMap::new();
         for base in KERNEL_NAMES {
             for s in ["f32", "f64"] {

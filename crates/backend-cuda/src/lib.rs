@@ -12,6 +12,7 @@ pub mod fpna;
 mod infer;
 mod matrix;
 mod memory;
+mod ptx_cache;
 mod relax;
 mod runtime;
 mod trace;
