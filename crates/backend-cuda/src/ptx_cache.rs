@@ -35,22 +35,32 @@ fn fnv1a(parts: &[&str]) -> u64 {
     h
 }
 
-/// The file of `key` in the cache folder.
-fn path_of(key: &[&str]) -> Option<PathBuf> {
-    Some(folder()?.join(format!("kernels-{:016x}.ptx", fnv1a(key))))
+/// The file of `key` in folder `dir`.
+fn path_in(dir: &std::path::Path, key: &[&str]) -> PathBuf {
+    dir.join(format!("kernels-{:016x}.ptx", fnv1a(key)))
 }
 
-/// The cached PTX of `key`, if a complete file is there (PTX text starts
-/// with a comment and names its `.version`).
+/// The cached PTX of `key`, if a complete file is there.
 pub fn read(key: &[&str]) -> Option<String> {
-    let text = std::fs::read_to_string(path_of(key)?).ok()?;
-    (text.starts_with("//") && text.contains(".version")).then_some(text)
+    read_in(&folder()?, key)
 }
 
 /// Stores `ptx` for `key` (best effort).
 pub fn write(key: &[&str], ptx: &str) {
-    let Some(path) = path_of(key) else { return };
-    let Some(dir) = path.parent() else { return };
+    if let Some(dir) = folder() {
+        write_in(&dir, key, ptx);
+    }
+}
+
+/// [`read`] from `dir`: PTX text starts with a comment and names its `.version`.
+fn read_in(dir: &std::path::Path, key: &[&str]) -> Option<String> {
+    let text = std::fs::read_to_string(path_in(dir, key)).ok()?;
+    (text.starts_with("//") && text.contains(".version")).then_some(text)
+}
+
+/// [`write`] into `dir`.
+fn write_in(dir: &std::path::Path, key: &[&str], ptx: &str) {
+    let path = path_in(dir, key);
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
@@ -65,23 +75,18 @@ pub fn write(key: &[&str], ptx: &str) {
 mod tests {
     use super::*;
 
-    /// A key's PTX comes back from its file; another key finds nothing, and
-    /// `off` turns the cache off. (One test: it sets the process's environment.)
+    /// A key's PTX comes back from its file; another key finds nothing, nor
+    /// does a file that is not PTX.
     #[test]
     fn ptx_round_trips_through_the_folder() {
         let dir = std::env::temp_dir().join(format!("polycert-ptx-test-{}", std::process::id()));
-        // SAFETY: no other test of this crate reads this variable.
-        unsafe { std::env::set_var("POLYCERT_PTX_CACHE", &dir) };
         let ptx = "//\n// Generated\n.version 8.0\n.target sm_90\n";
-        write(&["src", "compute_90"], ptx);
-        assert_eq!(read(&["src", "compute_90"]).as_deref(), Some(ptx));
-        assert_eq!(read(&["src", "compute_80"]), None);
+        write_in(&dir, &["src", "compute_90"], ptx);
+        assert_eq!(read_in(&dir, &["src", "compute_90"]).as_deref(), Some(ptx));
+        assert_eq!(read_in(&dir, &["src", "compute_80"]), None);
         assert_ne!(fnv1a(&["ab", "c"]), fnv1a(&["a", "bc"]));
-        std::fs::write(path_of(&["bad"]).unwrap(), "truncat").unwrap();
-        assert_eq!(read(&["bad"]), None, "a file that is not PTX is not used");
-        unsafe { std::env::set_var("POLYCERT_PTX_CACHE", "off") };
-        assert_eq!(read(&["src", "compute_90"]), None);
-        unsafe { std::env::remove_var("POLYCERT_PTX_CACHE") };
+        std::fs::write(path_in(&dir, &["bad"]), "truncat").unwrap();
+        assert_eq!(read_in(&dir, &["bad"]), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
