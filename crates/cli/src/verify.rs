@@ -170,6 +170,7 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
     check(&a)?;
     a.analysis.start_threads()?;
     let engine = engine::open_backend(a.analysis.backend, a.analysis.memory_budget())?;
+    let precision = a.analysis.precision.on(&engine);
     let (imported, model_name) = match a.model_path() {
         Some(p) => (model::load(p)?, p.display().to_string()),
         None => (model::embedded()?, "embedded:digits_mlp".to_string()),
@@ -203,31 +204,16 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
     };
     let spent = live::while_running(&bar, &progress, || match test_set {
         Some(budget) => {
-            let set = TestSet {
-                engine: &engine,
-                plan: &plan,
-                net,
-                model_name: &model_name,
-                precision: a.analysis.precision.on(&engine),
-                bar: &bar,
-            };
+            let set = TestSet { engine: &engine, plan: &plan, net, model_name: &model_name, precision, bar: &bar };
             set.run(&work.jobs, (start, budget), &mut emit).map(Some)
         }
         None => {
             let mut k = 0;
-            engine::run_jobs_parallel(
-                &engine,
-                &plan,
-                net,
-                &model_name,
-                &work.jobs,
-                a.analysis.precision.on(&engine),
-                &mut |r| {
-                    k += 1;
-                    bar.inc(1);
-                    emit(k - 1, r)
-                },
-            )
+            engine::run_jobs_parallel(&engine, &plan, net, &model_name, &work.jobs, precision, &mut |r| {
+                k += 1;
+                bar.inc(1);
+                emit(k - 1, r)
+            })
             .map(|()| None)
         }
     })?;
