@@ -219,24 +219,17 @@ impl Runner<'_> {
         let (mut next_job, mut next_row) = (0, 0);
         self.flush(group, &mut ready, &mut next_row)?;
         let net = &imported.network;
-        let r = engine::run_jobs_parallel(
-            backend,
-            &plan,
-            net,
-            &first.onnx,
-            &jobs,
-            a.analysis.precision.on(backend),
-            &mut |rec| {
-                let k = member[next_job];
-                next_job += 1;
-                let cex = match &rec.counterexample {
-                    Some(x) => Some(self.write_cex(group[k], imported, x)?),
-                    None => None,
-                };
-                ready[k] = Some((rec, cex));
-                self.flush(group, &mut ready, &mut next_row)
-            },
-        );
+        let precision = a.analysis.precision.on(backend);
+        let r = engine::run_jobs_parallel(backend, &plan, net, &first.onnx, &jobs, precision, &mut |rec| {
+            let k = member[next_job];
+            next_job += 1;
+            let cex = match &rec.counterexample {
+                Some(x) => Some(self.write_cex(group[k], imported, x)?),
+                None => None,
+            };
+            ready[k] = Some((rec, cex));
+            self.flush(group, &mut ready, &mut next_row)
+        });
         r?;
         self.flush(group, &mut ready, &mut next_row)
     }
