@@ -75,7 +75,14 @@ pub struct Analyzer<'a, B: Backend<T>, T: Fp> {
     pub(crate) step_graph: std::cell::RefCell<crate::base::recorded::Recorded<B::Graph, B::Buf>>,
     /// `RelaxedOn::Auto`'s timings of the α/β phase (see `base/clock.rs`).
     pub(crate) relaxed_clock: std::cell::RefCell<crate::base::clock::Clock>,
+    /// The dense layers' weights in f32, as they are and transposed, for
+    /// the host's batched rows (`crown/hostrows.rs`), made on first use.
+    pub(crate) host_weights: std::cell::OnceCell<HostWeights>,
 }
+
+/// Per node, a dense layer's weights in f32 as they are (`n × n_in`) and
+/// transposed (`n_in × n`), row-major; empty at other nodes.
+pub(crate) type HostWeights = Vec<(Vec<f32>, Vec<f32>)>;
 
 pub(crate) fn to_t<T: Fp>(layer: &str, v: &[f64]) -> Result<Vec<T>, AnalysisError> {
     v.iter()
@@ -135,7 +142,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let mut relaxed_clock = crate::base::clock::Clock::default();
         relaxed_clock.shared = opts.host_shared;
-        Ok(Self { net, backend, params, opts, step_graph: Default::default(), relaxed_clock: relaxed_clock.into() })
+        Ok(Self {
+            net,
+            backend,
+            params,
+            opts,
+            step_graph: Default::default(),
+            relaxed_clock: relaxed_clock.into(),
+            host_weights: Default::default(),
+        })
     }
 
     pub fn options(&self) -> &Options {

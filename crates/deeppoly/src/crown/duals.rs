@@ -9,6 +9,7 @@ use crate::base::options::RelaxedOn;
 use crate::base::property::SubProblem;
 use crate::base::relax::Slopes;
 use crate::crown::analyse::{Duals, Within};
+use crate::crown::hostrows::RowIn;
 use crate::crown::lagrange::{Chosen, Objective, SlotBias, SlotBounds, SlotSearch, SplitConstraint};
 use crate::crown::relaxed::{RelaxedRows, RowSpec};
 use crate::crown::relaxed_bound::Offsets;
@@ -88,7 +89,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // What the backend did not finish (an exact leaf's long search, a
         // network it does not evaluate) ends on the host.
         let _h = crate::base::profile::span("lagrange.host");
-        if self.opts.crown.relaxed_on == RelaxedOn::HostRows {
+        let host_rows = match self.opts.crown.relaxed_on {
+            RelaxedOn::HostRows => true,
+            RelaxedOn::Auto => !on_backend,
+            RelaxedOn::Host | RelaxedOn::Backend => false,
+        };
+        if host_rows {
             self.search_on_host_rows(&prepared, &mut searches);
         }
         let chosen: Vec<Finished> = prepared
@@ -149,8 +155,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     .collect()
             })
             .collect();
-        // An exact leaf's long search, and the last few rows, finish row by
-        // row: a GEMM over a handful of rows costs more than their products.
+        let hw = self.host_weights.get_or_init(|| crate::crown::hostrows::host_weights(self.net));
+        let lower = self.opts.passes.relu_lower;
+        let lines: Vec<_> =
+            jobs.par_iter().map(|j| crate::crown::hostrows::relu_lines(self.net, &j.view, lower)).collect();
+        // An exact leaf's long search finishes row by row, as do the last
+        // rows below `host_batch_rows`.
         let (steps, least) = (self.opts.crown.steps, self.opts.crown.host_batch_rows);
         let short = |s: &SlotSearch| s.steps() <= steps && !s.done();
         loop {
@@ -159,16 +169,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 return;
             }
             let evals = {
-                let (mut rows, mut alpha, mut beta) = (Vec::new(), Vec::new(), Vec::new());
+                let mut rows = Vec::new();
                 for &k in &live {
                     let s = searches[k].as_ref().expect("live");
                     for (spec, b) in specs[k].iter().zip(s.betas()) {
-                        rows.push(spec);
-                        alpha.push(s.alpha());
-                        beta.push(&b[..]);
+                        rows.push(RowIn { spec, lines: &lines[k], alpha: s.alpha(), beta: &b[..] });
                     }
                 }
-                crate::crown::hostrows::eval_rows(self.net, &rows, &alpha, &beta, self.opts.passes.relu_lower)
+                crate::crown::hostrows::eval_rows(self.net, hw, &rows)
             };
             let mut evals = evals.into_iter();
             for &k in &live {

@@ -1,17 +1,19 @@
 //! `L(α, β)` of many rows at once on the host, for networks of dense layers
 //! and ReLUs (the MNIST MLPs): [`crate::crown::relaxed_bound::relaxed_bound`]'s backward
-//! and forward passes with every dense layer one GEMM over the rows, so its
-//! weights are read once per pass instead of once per row (the per-row
-//! matrix-vector products are memory-bound). Plain f64 with sums in any
-//! order, as the per-row version: only the choice of α and β depends on it.
-//! Used with `RelaxedOn::HostRows` (an experiment, off by default).
+//! and forward passes with every dense layer one pass over a group of rows
+//! (`rowkernels.rs`), so its weights are read once per group instead of
+//! once per row (the per-row matrix-vector products are memory-bound), and
+//! the ReLU lines looked up in a table made once per search. Plain f64
+//! with sums in any order, as the per-row version: only the choice of α and
+//! β depends on it. Used on the CPU (`RelaxedOn::Auto`) and with
+//! `RelaxedOn::HostRows`.
 
+use crate::base::analyzer::HostWeights;
 use crate::base::ir::{Network, NodeId, Op};
-use crate::base::relax::ReluLower;
-use crate::base::relax::Slopes;
-use crate::crown::lagrange::{Eval, SlopeGrads};
+use crate::base::relax::{ReluLower, Slopes, relu_relax, unstable};
+use crate::crown::lagrange::{Eval, SlopeGrads, SlotBounds};
 use crate::crown::relaxed::RowSpec;
-use crate::crown::relaxed_bound::bound_line;
+use crate::crown::rowkernels;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 
@@ -20,22 +22,94 @@ pub(crate) fn supported(net: &Network) -> bool {
     net.nodes().iter().all(|n| matches!(n.op, Op::Input | Op::Dense { .. } | Op::Relu | Op::Reshape))
 }
 
+/// One ReLU neuron's lines in a slot: the upper line `(slope, intercept)`,
+/// the relaxation's lower slope, and whether the lower slope is free.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Line {
+    up: (f64, f64),
+    lo: f64,
+    free: bool,
+}
+
+/// Per ReLU node and neuron, its [`Line`] over a slot's bounds (empty at
+/// other nodes): what `relaxed_bound::bound_line` picks from.
+pub(crate) type ReluLines = Vec<Vec<Line>>;
+
+/// A slot's [`ReluLines`].
+pub(crate) fn relu_lines<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, lower: ReluLower) -> ReluLines {
+    net.nodes()
+        .iter()
+        .map(|node| {
+            if node.op != Op::Relu {
+                return Vec::new();
+            }
+            let (lo, hi) = bounds[node.inputs[0]];
+            lo.iter()
+                .zip(hi)
+                .map(|(&l, &h)| {
+                    let r = relu_relax(l, h, lower);
+                    let up = (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact());
+                    Line { up, lo: r.lam_lo.to_f64_exact(), free: unstable(l, h) }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// One row's inputs: its spec, its slot's lines, its slopes (`None`: the
+/// relaxation's own) and its β.
+pub(crate) struct RowIn<'r, T> {
+    pub spec: &'r RowSpec<'r, T>,
+    pub lines: &'r ReluLines,
+    pub alpha: Option<&'r Slopes>,
+    pub beta: &'r [f64],
+}
+
 /// Per row, what `relaxed_bound` gives for it (`None` where the bound is
-/// not finite): the row's `L(α, β)` of `c·y` with its slot's slopes
-/// `alpha[r]` (`None`: the relaxation's own) and its β, and the
-/// supergradients in β and in the free slopes. `net` must be
-/// [`supported`].
-pub(crate) fn eval_rows<T: Fp>(
-    net: &Network,
-    rows: &[&RowSpec<'_, T>],
-    alpha: &[Option<&Slopes>],
-    beta: &[&[f64]],
-    lower: ReluLower,
-) -> Vec<Option<Eval>> {
-    let back = backward(net, rows, alpha, beta, lower);
-    let z = forward_at_corners(net, rows, &back);
+/// not finite): the row's `L(α, β)` of `c·y` and the supergradients in β
+/// and in the free slopes. The rows are split into one group per thread.
+/// `net` must be [`supported`].
+pub(crate) fn eval_rows<T: Fp>(net: &Network, hw: &HostWeights, rows: &[RowIn<'_, T>]) -> Vec<Option<Eval>> {
+    let threads = rayon::current_num_threads().max(1);
+    let per = rows.len().div_ceil(threads).max(1);
+    rows.par_chunks(per).flat_map_iter(|group| eval_group(net, hw, group)).collect()
+}
+
+/// The network's [`HostWeights`]. f32 halves the memory the passes read
+/// (they only steer); the transposed copy lets the forward pass run as the
+/// backward one, one input neuron's weights at a time, skipping the zero
+/// inputs.
+pub(crate) fn host_weights(net: &Network) -> HostWeights {
+    net.nodes()
+        .iter()
+        .map(|node| match &node.op {
+            Op::Dense { weight, out, .. } => {
+                let (n, k) = (*out, weight.len() / (*out).max(1));
+                let w: Vec<f32> = weight.iter().map(|&x| x as f32).collect();
+                let mut t = vec![0.0f32; w.len()];
+                // In 32 × 32 tiles, so both sides stay in cache.
+                for o0 in (0..n).step_by(32) {
+                    for i0 in (0..k).step_by(32) {
+                        for o in o0..(o0 + 32).min(n) {
+                            for i in i0..(i0 + 32).min(k) {
+                                t[i * n + o] = w[o * k + i];
+                            }
+                        }
+                    }
+                }
+                (w, t)
+            }
+            _ => (Vec::new(), Vec::new()),
+        })
+        .collect()
+}
+
+/// [`eval_rows`] for one group of rows, on this thread.
+fn eval_group<T: Fp>(net: &Network, hw: &HostWeights, rows: &[RowIn<'_, T>]) -> Vec<Option<Eval>> {
+    let back = backward(net, hw, rows);
+    let z = forward_at_corners(net, rows, &back, hw);
     let relus: Vec<NodeId> = (0..net.output()).filter(|&id| !back.free[id].is_empty()).collect();
-    rows.par_iter().zip(beta).enumerate().map(|(r, (row, b))| row_eval(net, r, (row, b), &z, &back, &relus)).collect()
+    rows.iter().enumerate().map(|(r, row)| row_eval(net, r, row, &z, &back, &relus)).collect()
 }
 
 /// The backward pass, per node: the rows' coefficients (row-major) and, at
@@ -47,29 +121,26 @@ struct Backward {
     free: Vec<Vec<f64>>,
 }
 
+fn size(net: &Network, id: NodeId) -> usize {
+    net.nodes()[id].shape.numel().max(1)
+}
+
 /// Backward: the rows' coefficients carried from the output to the input
 /// through every layer, each ReLU through its relaxation's lines.
-fn backward<T: Fp>(
-    net: &Network,
-    rows: &[&RowSpec<'_, T>],
-    alpha: &[Option<&Slopes>],
-    beta: &[&[f64]],
-    lower: ReluLower,
-) -> Backward {
+fn backward<T: Fp>(net: &Network, hw: &HostWeights, rows: &[RowIn<'_, T>]) -> Backward {
     let nodes = net.nodes();
     let (r_n, out) = (rows.len(), net.output());
-    let size = |id: NodeId| nodes[id].shape.numel().max(1);
-    let mut coef = start_coefficients(net, rows, beta);
+    let mut coef = start_coefficients(net, rows);
     let mut lines: Vec<Vec<(f64, f64)>> = vec![Vec::new(); nodes.len()];
     let mut free: Vec<Vec<f64>> = vec![Vec::new(); nodes.len()];
     for id in (1..=out).rev() {
         let x0 = nodes[id].inputs[0];
-        let (n, n_in) = (size(id), size(x0));
+        let (n, n_in) = (size(net, id), size(net, x0));
         let g = std::mem::take(&mut coef[id]);
         match &nodes[id].op {
-            Op::Dense { weight, .. } => gemm_acc(&mut coef[x0], &g, weight, (r_n, n_in, n), (n_in as isize, 1)),
+            Op::Dense { .. } => rowkernels::accumulate(&mut coef[x0], &g, &hw[id].0, (r_n, n, n_in)),
             Op::Reshape => coef[x0].iter_mut().zip(&g).for_each(|(a, &v)| *a += v),
-            Op::Relu => (lines[id], free[id]) = relu_backward(&mut coef[x0], &g, (id, x0, n), rows, alpha, lower),
+            Op::Relu => (lines[id], free[id]) = relu_backward(&mut coef[x0], &g, (id, n), rows),
             _ => {}
         }
         coef[id] = g;
@@ -79,84 +150,84 @@ fn backward<T: Fp>(
 
 /// The backward pass's start: per node, the rows' coefficients, zero but at
 /// the output (each row's `c`) and at each split neuron (`−β·s`).
-fn start_coefficients<T: Fp>(net: &Network, rows: &[&RowSpec<'_, T>], beta: &[&[f64]]) -> Vec<Vec<f64>> {
+fn start_coefficients<T: Fp>(net: &Network, rows: &[RowIn<'_, T>]) -> Vec<Vec<f64>> {
     let nodes = net.nodes();
     let (r_n, out) = (rows.len(), net.output());
-    let size = |id: NodeId| nodes[id].shape.numel().max(1);
     let mut coef: Vec<Vec<f64>> = nodes.iter().map(|n| vec![0.0; r_n * n.shape.numel()]).collect();
-    coef[out].par_chunks_mut(size(out)).zip(rows).for_each(|(g, r)| g.iter_mut().zip(r.c).for_each(|(a, &v)| *a = v));
-    for (r, (row, b)) in rows.iter().zip(beta).enumerate() {
-        for (s, &bk) in row.splits.iter().zip(b.iter()) {
-            coef[s.node][r * size(s.node) + s.neuron] -= bk * if s.active { 1.0 } else { -1.0 };
+    for (r, row) in rows.iter().enumerate() {
+        let n_out = size(net, out);
+        coef[out][r * n_out..(r + 1) * n_out].iter_mut().zip(row.spec.c).for_each(|(a, &v)| *a = v);
+        for (s, &bk) in row.spec.splits.iter().zip(row.beta) {
+            coef[s.node][r * size(net, s.node) + s.neuron] -= bk * if s.active { 1.0 } else { -1.0 };
         }
     }
     coef
 }
 
-/// A ReLU's backward step: per row and neuron, the relaxation line the
-/// coefficient `g` picks (with the row's slopes `alpha`), `g` carried
-/// through it onto the input's coefficients `gx`. The lines, and `g` where
-/// the lower slope is free.
+/// A ReLU's backward step: per row and neuron, the line the coefficient `g`
+/// picks (`relaxed_bound::bound_line`: the upper line where `g < 0`, else
+/// the row's free slope where there is one, else the relaxation's lower
+/// line), `g` carried through it onto the input's coefficients `gx`. The
+/// lines, and `g` where the lower slope is free.
 fn relu_backward<T: Fp>(
     gx: &mut [f64],
     g: &[f64],
-    (id, x0, n): (NodeId, NodeId, usize),
-    rows: &[&RowSpec<'_, T>],
-    alpha: &[Option<&Slopes>],
-    lower: ReluLower,
+    (id, n): (NodeId, usize),
+    rows: &[RowIn<'_, T>],
 ) -> (Vec<(f64, f64)>, Vec<f64>) {
     let r_n = rows.len();
     let (mut l, mut f) = (vec![(0.0, 0.0); r_n * n], vec![0.0; r_n * n]);
-    gx.par_chunks_mut(n)
-        .zip(g.par_chunks(n))
-        .zip(l.par_chunks_mut(n).zip(f.par_chunks_mut(n)))
-        .zip(rows.par_iter().zip(alpha))
-        .for_each(|(((gx, g), (l, f)), (row, a))| {
-            let (lo, hi) = row.bounds[x0];
-            let al = a.map(|al| &al[id][..]);
-            for j in 0..n {
-                let (line, free) = bound_line((lo, hi), j, g[j], al, lower);
-                if free {
+    for (r, row) in rows.iter().enumerate() {
+        let t = &row.lines[id];
+        let al = row.alpha.map(|al| &al[id][..]);
+        let span = r * n..(r + 1) * n;
+        let (gx, g, l, f) = (&mut gx[span.clone()], &g[span.clone()], &mut l[span.clone()], &mut f[span]);
+        for j in 0..n {
+            let line = match al {
+                _ if g[j] < 0.0 => t[j].up,
+                Some(al) if t[j].free => {
                     f[j] = g[j];
+                    (al[j], 0.0)
                 }
-                gx[j] += g[j] * line.0;
-                l[j] = line;
-            }
-        });
+                _ => (t[j].lo, 0.0),
+            };
+            gx[j] += g[j] * line.0;
+            l[j] = line;
+        }
+    }
     (l, f)
 }
 
 /// Forward: the relaxed network at each row's minimising input corner,
 /// each affine layer adding the end of its constant interval the bound uses.
 /// Per node, the rows' values (row-major).
-fn forward_at_corners<T: Fp>(net: &Network, rows: &[&RowSpec<'_, T>], back: &Backward) -> Vec<Vec<f64>> {
+fn forward_at_corners<T: Fp>(net: &Network, rows: &[RowIn<'_, T>], back: &Backward, hw: &HostWeights) -> Vec<Vec<f64>> {
     let nodes = net.nodes();
     let (r_n, out) = (rows.len(), net.output());
-    let size = |id: NodeId| nodes[id].shape.numel().max(1);
-    let n0 = size(0);
+    let n0 = size(net, 0);
     let mut x0 = vec![0.0; r_n * n0];
-    x0.par_chunks_mut(n0).zip(back.coef[0].par_chunks(n0)).zip(rows).for_each(|((x, a), row)| {
-        let (lo, hi) = row.bounds[0];
+    for ((x, a), row) in x0.chunks_mut(n0).zip(back.coef[0].chunks(n0)).zip(rows) {
+        let (lo, hi) = row.spec.bounds[0];
         for i in 0..x.len() {
             x[i] = if a[i] >= 0.0 { lo[i] } else { hi[i] }.to_f64_exact();
         }
-    });
+    }
     let mut z: Vec<Vec<f64>> = vec![x0];
     for (id, node) in nodes.iter().enumerate().take(out + 1).skip(1) {
         let x0 = node.inputs[0];
-        let (n, n_in) = (size(id), size(x0));
+        let (n, n_in) = (size(net, id), size(net, x0));
         let v = match &node.op {
             Op::Relu => z[x0].iter().zip(&back.lines[id]).map(|(&x, &(a, b))| a * x + b).collect(),
-            Op::Dense { weight, bias, .. } => {
+            Op::Dense { bias, .. } => {
                 let mut v: Vec<f64> = (0..r_n).flat_map(|_| bias.iter().copied()).collect();
-                gemm_acc(&mut v, &z[x0], weight, (r_n, n, n_in), (1, n_in as isize));
-                v.par_chunks_mut(n).zip(back.coef[id].par_chunks(n)).zip(rows).for_each(|((v, a), row)| {
-                    if let Some(Some(off)) = row.offsets.get(id) {
+                rowkernels::accumulate(&mut v, &z[x0], &hw[id].1, (r_n, n_in, n));
+                for ((v, a), row) in v.chunks_mut(n).zip(back.coef[id].chunks(n)).zip(rows) {
+                    if let Some(Some(off)) = row.spec.offsets.get(id) {
                         for ((x, &(lo, hi)), &a) in v.iter_mut().zip(off).zip(a) {
                             *x += if a >= 0.0 { lo } else { hi };
                         }
                     }
-                });
+                }
                 v
             }
             _ => z[x0].clone(),
@@ -171,64 +242,26 @@ fn forward_at_corners<T: Fp>(net: &Network, rows: &[&RowSpec<'_, T>], back: &Bac
 fn row_eval<T: Fp>(
     net: &Network,
     r: usize,
-    (row, b): (&RowSpec<'_, T>, &[f64]),
+    row: &RowIn<'_, T>,
     z: &[Vec<f64>],
     back: &Backward,
     relus: &[NodeId],
 ) -> Option<Eval> {
-    let nodes = net.nodes();
     let out = net.output();
-    let size = |id: NodeId| nodes[id].shape.numel().max(1);
-    let n_out = size(out);
+    let n_out = size(net, out);
     let y = &z[out][r * n_out..(r + 1) * n_out];
-    let mut bound: f64 = row.c.iter().zip(y).map(|(a, b)| a * b).sum();
-    let at = |node: NodeId, j: usize| z[node][r * size(node) + j];
+    let mut bound: f64 = row.spec.c.iter().zip(y).map(|(a, b)| a * b).sum();
+    let at = |node: NodeId, j: usize| z[node][r * size(net, node) + j];
     let grad: Vec<f64> =
-        row.splits.iter().map(|s| -(if s.active { 1.0 } else { -1.0 }) * at(s.node, s.neuron)).collect();
-    bound += grad.iter().zip(b.iter()).map(|(g, b)| g * b).sum::<f64>();
+        row.spec.splits.iter().map(|s| -(if s.active { 1.0 } else { -1.0 }) * at(s.node, s.neuron)).collect();
+    bound += grad.iter().zip(row.beta).map(|(g, b)| g * b).sum::<f64>();
     // ∂L/∂α_j = a_j·x_j at the relaxed network's ReLU input.
-    let mut ga: Slopes = vec![Vec::new(); nodes.len()];
+    let mut ga: Slopes = vec![Vec::new(); net.nodes().len()];
     for &id in relus {
-        let (n, x) = (size(id), nodes[id].inputs[0]);
+        let (n, x) = (size(net, id), net.nodes()[id].inputs[0]);
         ga[id] = (0..n).map(|j| back.free[id][r * n + j] * at(x, j)).collect();
     }
     bound.is_finite().then_some((bound, grad, SlopeGrads::Dense(ga)))
-}
-
-/// `dst (m × n) += a (m × k) · B`, with `B`'s element `(i, j)` at
-/// `b[i·rs + j·cs]`.
-fn gemm_acc(dst: &mut [f64], a: &[f64], b: &[f64], (m, n, k): (usize, usize, usize), (rs, cs): (isize, isize)) {
-    assert!(dst.len() == m * n && a.len() == m * k && b.len() == n * k, "gemm_acc: shapes");
-    if m == 0 || n == 0 || k == 0 {
-        return;
-    }
-    // SAFETY: `dst` is `m × n` and `a` is `m × k`, both row-major; every
-    // `(i, j)` with `i < k`, `j < n` indexes `b` in bounds for the strides
-    // the callers pass (`(n, 1)` for `B = W`, `(1, k)` for `B = Wᵀ`, `W`
-    // of `k × n` or `n × k`).
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            true,
-            a.as_ptr(),
-            1,
-            k as isize,
-            b.as_ptr(),
-            cs,
-            rs,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::Rayon(0),
-        );
-    }
 }
 
 #[cfg(test)]
@@ -317,7 +350,10 @@ mod tests {
         let alpha: Vec<Option<&Slopes>> = (0..6).map(|r| (r / 2 != 1).then_some(&alphas[r / 2])).collect();
         let rows: Vec<&RowSpec<'_, f64>> = specs.iter().collect();
         let beta: Vec<&[f64]> = betas.iter().map(|b| &b[..]).collect();
-        let got = eval_rows(&net, &rows, &alpha, &beta, ReluLower::Area);
+        let lines: Vec<ReluLines> = views.iter().map(|v| relu_lines(&net, v, ReluLower::Area)).collect();
+        let ins: Vec<RowIn<'_, f64>> =
+            (0..6).map(|r| RowIn { spec: rows[r], lines: &lines[r / 2], alpha: alpha[r], beta: beta[r] }).collect();
+        let got = eval_rows(&net, &host_weights(&net), &ins);
         let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * (1.0 + x.abs().max(y.abs()));
         for (r, g) in got.into_iter().enumerate() {
             let s = &specs[r];

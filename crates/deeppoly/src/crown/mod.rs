@@ -9,4 +9,5 @@ pub(crate) mod hostrows;
 pub(crate) mod lagrange;
 pub(crate) mod relaxed;
 pub(crate) mod relaxed_bound;
+pub(crate) mod rowkernels;
 pub(crate) mod tighten;

@@ -27,8 +27,7 @@ pub struct CrownOptions {
     /// The relaxed bound at which a row stops pulling (the sound
     /// backsubstitution with the same parameters then proves it).
     pub proved_margin: f64,
-    /// The fewest open rows the host evaluates as one batch
-    /// (`RelaxedOn::HostRows`, `hostrows.rs`).
+    /// The fewest open rows the host evaluates together (`hostrows.rs`).
     pub host_batch_rows: usize,
     /// Layers with more unstable neurons than this keep DeepPoly's bounds
     /// when a search's intermediate slopes are optimised (`tighten.rs`: the
@@ -51,7 +50,7 @@ impl Default for CrownOptions {
             lr_alpha: 0.1,
             lr_beta: 0.05,
             proved_margin: 1e-4,
-            host_batch_rows: 32,
+            host_batch_rows: 1,
             layer_max_unstable: 512,
             layer_leaf_gain: 0.08,
         }

@@ -124,16 +124,16 @@ pub enum RelaxedOn {
     /// Where the backend offloads them (`Backend::offload_relaxed`), each
     /// analyzer times both evaluators on its first rounds and keeps the one
     /// faster per row evaluation (which one wins depends on the network:
-    /// bench/results/2026-11-25-relaxed-on-backend.md); else on the host.
+    /// bench/results/2026-11-25-relaxed-on-backend.md); else on the host,
+    /// as `HostRows`.
     #[default]
     Auto,
     /// Row by row on the host (`relaxed_bound.rs`).
     Host,
     /// Every open row of a batch at once in the backend's GEMMs.
     Backend,
-    /// On the host, the open rows of a batch together, each dense layer one
-    /// GEMM over them (`hostrows.rs`; networks of dense layers and ReLUs,
-    /// others row by row). An experiment: on a 2-core CPU it ran as fast as
-    /// `Host`; not yet measured on a many-core GPU host.
+    /// On the host, the open rows of a batch together, one group per
+    /// thread, each dense layer read once per group (`hostrows.rs`;
+    /// networks of dense layers and ReLUs, others row by row).
     HostRows,
 }
