@@ -6,7 +6,7 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use polycert_deeppoly::base::progress::{Progress, Snapshot};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 /// A bar over `jobs` properties, or a spinner (ticking by itself) for one.
@@ -51,18 +51,19 @@ pub fn search_message(s: &Snapshot) -> Option<String> {
     })
 }
 
-/// Runs `f` while a thread copies the search's progress into `bar`.
+/// Runs `f` while a thread copies the search's progress into `bar`, a few
+/// times a second; the thread ends as soon as `f` returns (a process that
+/// answers in milliseconds does not wait for its next tick).
 pub fn while_running<R>(bar: &ProgressBar, progress: &Progress, f: impl FnOnce() -> R) -> R {
-    let done = AtomicBool::new(false);
+    let (done, ticks) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(250));
+        s.spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = ticks.recv_timeout(Duration::from_millis(250)) {
                 bar.set_message(search_message(&progress.snapshot()).unwrap_or_default());
             }
         });
         let r = f();
-        done.store(true, Ordering::Relaxed);
+        drop(done);
         r
     })
 }
@@ -70,6 +71,16 @@ pub fn while_running<R>(bar: &ProgressBar, progress: &Progress, f: impl FnOnce()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The progress thread ends with `f`, not at its next tick (250 ms):
+    /// every command used to wait for it before exiting.
+    #[test]
+    fn the_progress_thread_ends_with_the_work() {
+        let (bar, progress) = (ProgressBar::hidden(), Progress::default());
+        let start = std::time::Instant::now();
+        assert_eq!(while_running(&bar, &progress, || 7), 7);
+        assert!(start.elapsed() < Duration::from_millis(200), "{:?}", start.elapsed());
+    }
 
     #[test]
     fn the_line_shows_a_running_search_or_stabilisation() {
