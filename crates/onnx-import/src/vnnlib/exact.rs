@@ -45,10 +45,37 @@ pub fn decimal(s: &str) -> Option<Result<Q, String>> {
     };
     let digits: BigInt = format!("0{int}{frac}").parse().ok()?;
     let e = e10 - frac.len() as i64;
-    let ten = BigInt::from(10u32);
-    let p = num_traits::pow(ten, e.unsigned_abs() as usize);
-    let q = if e >= 0 { Q::from_integer(digits * p) } else { Q::new(digits, p) };
+    let q = if e >= 0 {
+        Q::from_integer(digits * num_traits::pow(BigInt::from(10u32), e as usize))
+    } else {
+        over_power_of_ten(digits, e.unsigned_abs() as usize)
+    };
     Some(Ok(if neg { -q } else { q }))
+}
+
+/// `n / 10^k` (`n ≥ 0`) in lowest terms, without a general gcd: the
+/// denominator's only factors are 2 and 5, so those are the only ones to
+/// cancel (the gcd of big integers was most of a property file's parse).
+fn over_power_of_ten(mut n: BigInt, k: usize) -> Q {
+    use num_integer::Integer;
+    if n.is_zero() {
+        return Q::zero();
+    }
+    let twos = (n.trailing_zeros().unwrap_or(0) as usize).min(k);
+    n >>= twos;
+    let (five, mut fives) = (BigInt::from(5u32), 0);
+    while fives < k {
+        let (d, r) = n.div_rem(&five);
+        if !r.is_zero() {
+            break;
+        }
+        n = d;
+        fives += 1;
+    }
+    let den = (BigInt::from(1u32) << (k - twos)) * num_traits::pow(five, k - fives);
+    // Lowest terms: where 2 (5) is left in the denominator, `n` has no
+    // factor 2 (5) left.
+    Q::new_raw(n, den)
 }
 
 /// The exact value of a finite f64 (or f32) as a rational.
@@ -60,9 +87,36 @@ pub fn of_f64(x: f64) -> Q {
 /// A finite `x` against `q`, exactly: `x = m·2^e` is compared with `n/d` as
 /// the integers `m·d·2^e` and `n` (no rational is built or normalised).
 fn cmp_f64(x: f64, q: &Q) -> Ordering {
+    cmp_f64_small(x, q).unwrap_or_else(|| cmp_f64_big(x, q))
+}
+
+fn cmp_f64_big(x: f64, q: &Q) -> Ordering {
     let (mant, exp, sign) = num_traits::float::FloatCore::integer_decode(x);
     let lhs = BigInt::from(sign) * BigInt::from(mant) * q.denom();
     if exp >= 0 { (lhs << exp as usize).cmp(q.numer()) } else { lhs.cmp(&(q.numer() << (-exp) as usize)) }
+}
+
+/// [`cmp_f64`] in 128-bit integers, where `q`'s numerator and denominator
+/// fit in 64 bits and the shifted products in 128 (decimal literals of up
+/// to about 19 digits); `None` elsewhere.
+fn cmp_f64_small(x: f64, q: &Q) -> Option<Ordering> {
+    let (mant, exp, sign) = num_traits::float::FloatCore::integer_decode(x);
+    let sx: i8 = if mant == 0 { 0 } else { sign };
+    let sq: i8 = match q.numer().sign() {
+        num_bigint::Sign::Minus => -1,
+        num_bigint::Sign::NoSign => 0,
+        num_bigint::Sign::Plus => 1,
+    };
+    if sx != sq || sx == 0 {
+        return Some(sx.cmp(&sq));
+    }
+    let n = u128::from(q.numer().magnitude().to_u64()?);
+    let d = u128::from(q.denom().magnitude().to_u64()?);
+    let shl = |v: u128, s: u32| if v == 0 || s < v.leading_zeros() { Some(v << s) } else { None };
+    // |x|·d·2^-exp against |n|, or |x|·d against |n|·2^exp.
+    let lhs = u128::from(mant).checked_mul(d)?;
+    let mag = if exp >= 0 { shl(lhs, exp as u32)?.cmp(&n) } else { lhs.cmp(&shl(n, exp.unsigned_abs() as u32)?) };
+    Some(if sx > 0 { mag } else { mag.reverse() })
 }
 
 /// `a` against `b`, exactly, by cross-multiplication (denominators are
@@ -183,6 +237,38 @@ mod tests {
         assert_eq!(f64_up(&b), 1.0 + f64::powi(2.0, -23));
         assert_eq!(f32_above(&q("1"), true), 1.0f32.next_up());
         assert_eq!(f32_above(&q("1"), false), 1.0);
+    }
+
+    /// The two shortcuts against what they replace: lowest terms against
+    /// `Q::new`'s gcd, the 128-bit comparison against the big-integer one,
+    /// on random decimals and the f64s at and around them.
+    #[test]
+    fn shortcuts_agree_with_big_integers() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let digits = (next() % 10u64.pow((1 + next() % 19) as u32)).to_string();
+            let k = (next() % 30) as usize;
+            let lowest = over_power_of_ten(digits.parse().unwrap(), k);
+            let by_gcd = Q::new(digits.parse().unwrap(), num_traits::pow(BigInt::from(10u32), k));
+            assert!(lowest.numer() == by_gcd.numer() && lowest.denom() == by_gcd.denom(), "{digits}e-{k}");
+            let sign = if next() % 2 == 0 { "-" } else { "" };
+            let v = q(&format!("{sign}{digits}e-{k}"));
+            let f = near_f64(&v);
+            let scale = f64::powi(2.0, (next() % 200) as i32 - 100);
+            for x in [f, f.next_up(), f.next_down(), -f, 0.0, f * scale, (next() as f64) * scale] {
+                if let Some(o) = cmp_f64_small(x, &v) {
+                    assert_eq!(o, cmp_f64_big(x, &v), "{x:e} against {sign}{digits}e-{k}");
+                }
+            }
+        }
+        assert_eq!(cmp_f64_small(0.1, &q("0.1")), Some(Ordering::Greater));
+        assert_eq!(cmp_f64_small(-0.5, &q("-0.5")), Some(Ordering::Equal));
     }
 
     #[test]
