@@ -36,10 +36,15 @@ pub(crate) fn gemm_keeps_subnormals(blas: &CudaBlas, b: &CudaBackend) -> BResult
 /// A cuBLAS handle on the backend's stream, in pedantic math mode: the
 /// prescribed precision in every phase (no TF32, no emulation).
 pub(crate) fn new_blas(b: &CudaBackend) -> BResult<CudaBlas> {
+    let span = polycert_deeppoly::base::profile::span("cuda.cublas.load");
     if !unsafe { blas_sys::is_culib_present() } {
         return Err(BackendError::Unavailable("cuBLAS (libcublas) not found: point arithmetic needs it".into()));
     }
+    drop(span);
+    let span = polycert_deeppoly::base::profile::span("cuda.cublas.handle");
     let blas = CudaBlas::new(b.dev.stream.clone()).map_err(|e| BackendError::Failure(format!("cuBLAS: {e:?}")))?;
+    drop(span);
+    let _p = polycert_deeppoly::base::profile::span("cuda.cublas.probe");
     let st = unsafe { blas_sys::cublasSetMathMode(*blas.handle(), blas_sys::cublasMath_t::CUBLAS_PEDANTIC_MATH) };
     if st != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
         return Err(BackendError::Failure(format!("cuBLAS math mode: {st:?}")));
@@ -48,6 +53,20 @@ pub(crate) fn new_blas(b: &CudaBackend) -> BResult<CudaBlas> {
         let _ = GEMM_F32_SUBNORMALS.set(gemm_keeps_subnormals(&blas, b)?);
     }
     Ok(blas)
+}
+
+/// Loads cuBLAS's libraries, where they are, and keeps them loaded (run
+/// on a thread of its own while the context is made). `is_culib_present`
+/// alone loads and unloads them; `culib` keeps them, and would panic
+/// where they are missing, so it comes second.
+pub(crate) fn preload() {
+    // SAFETY: loading a shared library; cudarc keeps the handle in a
+    // process-wide `OnceLock`, safe to race with its other users.
+    unsafe {
+        if blas_sys::is_culib_present() {
+            let _ = blas_sys::culib();
+        }
+    }
 }
 
 /// `G = A·W` for row-major `A` (`rows × k`), `W` (`k × n`): in cuBLAS's

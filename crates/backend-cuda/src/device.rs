@@ -146,6 +146,10 @@ impl Device {
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(BackendError::Unavailable("no CUDA driver (libcuda) found on this machine".into()));
         }
+        // cuBLAS's libraries take a few hundred ms to load: start that now,
+        // beside the context's creation (`blas.rs` uses them on the first GEMM).
+        std::thread::spawn(crate::blas::preload);
+        let span = polycert_deeppoly::base::profile::span("cuda.context");
         let n = CudaContext::device_count().map_err(|e| BackendError::Unavailable(format!("CUDA driver: {e:?}")))?;
         if n <= ordinal as i32 {
             return Err(BackendError::Unavailable(format!("no CUDA GPU {ordinal} (found {n})")));
@@ -155,7 +159,9 @@ impl Device {
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(BackendError::Unavailable("NVRTC (libnvrtc) not found: it compiles polycert's kernels".into()));
         }
+        drop(span);
         let arch = arch_name(major, minor);
+        let span = polycert_deeppoly::base::profile::span("cuda.kernels");
         let module = match ptx_for(arch, false)? {
             // A cached file the driver refuses is replaced by a fresh compile.
             (ptx, true) => match ctx.load_module(ptx) {
@@ -176,6 +182,7 @@ impl Device {
             let f = module.load_function(name).map_err(|e| driver_err(name, e))?;
             funcs.insert(name.to_string(), f);
         }
+        drop(span);
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         // Each backend keeps to its own stream and its own buffers, so
         // cudarc's cross-stream events are not needed; without them, and on

@@ -250,7 +250,9 @@ impl CudaBackend {
         if let Some(b) = self.blas.get() {
             return Ok(b);
         }
+        let span = polycert_deeppoly::base::profile::span("cuda.cublas");
         let b = blas::new_blas(self)?;
+        drop(span);
         let _ = self.blas.set(b);
         Ok(self.blas.get().expect("set above"))
     }

@@ -58,6 +58,7 @@ pub struct CudaWorkers(std::sync::Mutex<Vec<CudaBackend>>);
 /// Opens the chosen backend: `cuda` fails clearly without a GPU, `auto`
 /// falls back to the CPU with a one-line notice.
 pub fn open_backend(choice: BackendChoice, budget: Option<usize>) -> Result<Engine> {
+    let _p = polycert_deeppoly::base::profile::span("cli.open_backend");
     let cpu = || Engine::Cpu(budget.map(CpuBackend::with_budget).unwrap_or_default());
     let cuda = || {
         CudaBackend::new().map(|b| {

@@ -13,6 +13,7 @@ const DIGITS_TEST: &str = include_str!("../assets/digits_test.csv");
 pub use polycert_onnx::Imported;
 
 pub fn load(path: &Path) -> Result<Imported> {
+    let _p = polycert_deeppoly::base::profile::span("cli.import");
     let m = polycert_onnx::load_onnx(path).map_err(|e| InputError(e.to_string()))?;
     if m.network.softmax_output() {
         errln!(
@@ -27,6 +28,7 @@ pub fn load(path: &Path) -> Result<Imported> {
 /// Reads a VNNLIB property, in the IR's input order (NHWC models permute).
 /// After a dropped Softmax, only comparisons of outputs are accepted.
 pub fn load_vnnlib(model: &Imported, path: &Path) -> Result<Property> {
+    let _p = polycert_deeppoly::base::profile::span("cli.vnnlib");
     let p =
         polycert_onnx::load_vnnlib(path, model.n_inputs(), model.n_outputs()).map_err(|e| InputError(e.to_string()))?;
     if model.network.softmax_output() {

@@ -118,6 +118,7 @@ fn affine_params<B: Backend<T>, T: Fp>(
 impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// Uploads the weights and checks that every layer is supported.
     pub fn new(net: &'a Network, backend: &'a B, opts: Options) -> Result<Self, AnalysisError> {
+        let _p = crate::base::profile::span("analyzer.new");
         let mut params = Vec::with_capacity(net.nodes().len());
         for node in net.nodes() {
             let p = match &node.op {
