@@ -3,16 +3,17 @@
 //! and forward passes with every dense layer one pass over a group of rows
 //! (`rowkernels.rs`), so its weights are read once per group instead of
 //! once per row (the per-row matrix-vector products are memory-bound), and
-//! the ReLU lines looked up in a table made once per search. Plain f64
-//! with sums in any order, as the per-row version: only the choice of α and
-//! β depends on it. Used on the CPU (`RelaxedOn::Auto`) and with
+//! the ReLU lines looked up in a table made once per search. f64 sums in
+//! any order over f32 weights (the per-row version: f64 throughout): only
+//! the choice of α and β depends on it. Used on the CPU (`RelaxedOn::Auto`) and with
 //! `RelaxedOn::HostRows`.
 
 use crate::base::analyzer::HostWeights;
 use crate::base::ir::{Network, NodeId, Op};
-use crate::base::relax::{ReluLower, Slopes, relu_relax, unstable};
+use crate::base::relax::{ReluLower, Slopes};
 use crate::crown::lagrange::{Eval, SlopeGrads, SlotBounds};
 use crate::crown::relaxed::RowSpec;
+use crate::crown::relaxed_bound::Line;
 use crate::crown::rowkernels;
 use polycert_interval::Fp;
 use rayon::prelude::*;
@@ -22,17 +23,8 @@ pub(crate) fn supported(net: &Network) -> bool {
     net.nodes().iter().all(|n| matches!(n.op, Op::Input | Op::Dense { .. } | Op::Relu | Op::Reshape))
 }
 
-/// One ReLU neuron's lines in a slot: the upper line `(slope, intercept)`,
-/// the relaxation's lower slope, and whether the lower slope is free.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Line {
-    up: (f64, f64),
-    lo: f64,
-    free: bool,
-}
-
 /// Per ReLU node and neuron, its [`Line`] over a slot's bounds (empty at
-/// other nodes): what `relaxed_bound::bound_line` picks from.
+/// other nodes), made once per search.
 pub(crate) type ReluLines = Vec<Vec<Line>>;
 
 /// A slot's [`ReluLines`].
@@ -44,14 +36,7 @@ pub(crate) fn relu_lines<T: Fp>(net: &Network, bounds: &SlotBounds<'_, T>, lower
                 return Vec::new();
             }
             let (lo, hi) = bounds[node.inputs[0]];
-            lo.iter()
-                .zip(hi)
-                .map(|(&l, &h)| {
-                    let r = relu_relax(l, h, lower);
-                    let up = (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact());
-                    Line { up, lo: r.lam_lo.to_f64_exact(), free: unstable(l, h) }
-                })
-                .collect()
+            lo.iter().zip(hi).map(|(&l, &h)| Line::new(l, h, lower)).collect()
         })
         .collect()
 }
@@ -154,8 +139,8 @@ fn start_coefficients<T: Fp>(net: &Network, rows: &[RowIn<'_, T>]) -> Vec<Vec<f6
     let nodes = net.nodes();
     let (r_n, out) = (rows.len(), net.output());
     let mut coef: Vec<Vec<f64>> = nodes.iter().map(|n| vec![0.0; r_n * n.shape.numel()]).collect();
+    let n_out = size(net, out);
     for (r, row) in rows.iter().enumerate() {
-        let n_out = size(net, out);
         coef[out][r * n_out..(r + 1) * n_out].iter_mut().zip(row.spec.c).for_each(|(a, &v)| *a = v);
         for (s, &bk) in row.spec.splits.iter().zip(row.beta) {
             coef[s.node][r * size(net, s.node) + s.neuron] -= bk * if s.active { 1.0 } else { -1.0 };
@@ -165,10 +150,9 @@ fn start_coefficients<T: Fp>(net: &Network, rows: &[RowIn<'_, T>]) -> Vec<Vec<f6
 }
 
 /// A ReLU's backward step: per row and neuron, the line the coefficient `g`
-/// picks (`relaxed_bound::bound_line`: the upper line where `g < 0`, else
-/// the row's free slope where there is one, else the relaxation's lower
-/// line), `g` carried through it onto the input's coefficients `gx`. The
-/// lines, and `g` where the lower slope is free.
+/// picks ([`Line::pick`], with the row's slopes), `g` carried through it
+/// onto the input's coefficients `gx`. The lines, and `g` where the lower
+/// slope is free.
 fn relu_backward<T: Fp>(
     gx: &mut [f64],
     g: &[f64],
@@ -183,14 +167,10 @@ fn relu_backward<T: Fp>(
         let span = r * n..(r + 1) * n;
         let (gx, g, l, f) = (&mut gx[span.clone()], &g[span.clone()], &mut l[span.clone()], &mut f[span]);
         for j in 0..n {
-            let line = match al {
-                _ if g[j] < 0.0 => t[j].up,
-                Some(al) if t[j].free => {
-                    f[j] = g[j];
-                    (al[j], 0.0)
-                }
-                _ => (t[j].lo, 0.0),
-            };
+            let (line, free) = t[j].pick(g[j], al.map(|al| al[j]));
+            if free {
+                f[j] = g[j];
+            }
             gx[j] += g[j] * line.0;
             l[j] = line;
         }

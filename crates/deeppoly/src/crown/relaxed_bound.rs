@@ -46,7 +46,7 @@ fn backward<T: Fp>(
             .zip(gx)
             .enumerate()
             .map(|(j, (&gj, a))| {
-                let (line, is_free) = bound_line(lo_hi, j, gj, al, lower);
+                let (line, is_free) = Line::new(lo_hi.0[j], lo_hi.1[j], lower).pick(gj, al.map(|al| al[j]));
                 if is_free {
                     free[id][j] = gj;
                 }
@@ -59,23 +59,37 @@ fn backward<T: Fp>(
     complete.then_some((coef, lines, free))
 }
 
-/// The line `(slope, intercept)` through which a lower bound with
-/// coefficient `g` on ReLU output `j` (input bounds `lo`, `hi`) passes: the
-/// upper line where `g < 0`; else the free slope `alpha[j]` where the input
-/// straddles 0 and slopes are given; else the relaxation's lower line. And
-/// whether it took the free slope.
-pub(crate) fn bound_line<T: Fp>(
-    (lo, hi): (&[T], &[T]),
-    j: usize,
-    g: f64,
-    alpha: Option<&[f64]>,
-    lower: ReluLower,
-) -> ((f64, f64), bool) {
-    let r = relu_relax(lo[j], hi[j], lower);
-    match alpha {
-        _ if g < 0.0 => ((r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact()), false),
-        Some(al) if unstable(lo[j], hi[j]) => ((al[j], 0.0), true),
-        _ => ((r.lam_lo.to_f64_exact(), 0.0), false),
+/// One ReLU neuron's lines over its input bounds `[l, h]`: the upper line
+/// `(slope, intercept)`, the relaxation's lower slope, and whether the
+/// lower slope is free (the input straddles 0).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Line {
+    up: (f64, f64),
+    lo: f64,
+    free: bool,
+}
+
+impl Line {
+    pub(crate) fn new<T: Fp>(l: T, h: T, lower: ReluLower) -> Self {
+        let r = relu_relax(l, h, lower);
+        Line {
+            up: (r.lam_up.to_f64_exact(), r.mu_up.to_f64_exact()),
+            lo: r.lam_lo.to_f64_exact(),
+            free: unstable(l, h),
+        }
+    }
+
+    /// The line `(slope, intercept)` through which a lower bound with
+    /// coefficient `g` on the ReLU's output passes: the upper line where
+    /// `g < 0`; else the free slope `alpha` where the lower slope is free
+    /// and slopes are given; else the relaxation's lower line. And whether
+    /// it took the free slope.
+    pub(crate) fn pick(&self, g: f64, alpha: Option<f64>) -> ((f64, f64), bool) {
+        match alpha {
+            _ if g < 0.0 => (self.up, false),
+            Some(a) if self.free => ((a, 0.0), true),
+            _ => ((self.lo, 0.0), false),
+        }
     }
 }
 
