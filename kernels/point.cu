@@ -209,11 +209,12 @@ __device__ void point_maxpool_const(const T* __restrict__ a, Geom g, const int2*
     if (threadIdx.x == 0) cst[r] = no_nan(__dadd_rd(s, -e));
 }
 
-// Lower bound of sum_j g_j * x_j over the box, per row: one product each.
+// Lower bound of sum_j g_j * x_j over the box, per row: one product each;
+// with add_to, add_to[r] plus it, rounded down (out may be add_to).
 template <typename T>
 __device__ void point_concretize(const T* __restrict__ a, Geom g, const int2* __restrict__ off,
                                  const unsigned* __restrict__ prop, const T* __restrict__ xlo,
-                                 const T* __restrict__ xhi, double* __restrict__ out) {
+                                 const T* __restrict__ xhi, const double* add_to, double* out) {
     int r = blockIdx.x;
     size_t cols = (size_t)g.c * g.wh * g.ww;
     const T* ar = a + r * cols;
@@ -229,7 +230,7 @@ __device__ void point_concretize(const T* __restrict__ a, Geom g, const int2* __
         s = __dadd_rd(s, __dmul_rd(aj, aj > 0.0 ? (double)xlo[i] : (double)xhi[i]));
     }
     s = block_sum_rd(s);
-    if (threadIdx.x == 0) out[r] = no_nan(s);
+    if (threadIdx.x == 0) out[r] = add_to ? __dadd_rd(add_to[r], no_nan(s)) : no_nan(s);
 }
 
 // dst += src (placed as add_into does); err gets |TwoSum error| * r per
@@ -328,7 +329,12 @@ extern "C" __global__ void point_row_sum_neg(const double* err, size_t cols, dou
     }                                                                                                            \
     extern "C" __global__ void point_concretize_##S(const T* a, Geom g, const int2* off, const unsigned* pr,     \
                                                     const T* xl, const T* xh, double* out) {                     \
-        point_concretize<T>(a, g, off, pr, xl, xh, out);                                                         \
+        point_concretize<T>(a, g, off, pr, xl, xh, nullptr, out);                                                \
+    }                                                                                                            \
+    extern "C" __global__ void point_concretize_add_##S(const T* a, Geom g, const int2* off, const unsigned* pr, \
+                                                        const T* xl, const T* xh, const double* add_to,          \
+                                                        double* out) {                                           \
+        point_concretize<T>(a, g, off, pr, xl, xh, add_to, out);                                                 \
     }                                                                                                            \
     extern "C" __global__ void point_add_into_##S(T* d, Geom gd, const int2* offd, const T* s, Geom gs,          \
                                                   const int2* offs, const unsigned* pr, const T* r, double* err, \

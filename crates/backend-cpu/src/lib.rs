@@ -127,6 +127,7 @@ impl<T: Fp> MatrixOps<T> for CpuBackend {
     type Mat = CpuMat<T>;
     type PMat = CpuPMat<T>;
     type Cst = Vec<f64>;
+    type CstFetch = Vec<f64>;
     fn mat_from_host(&self, rows: usize, cols: usize, lo: &[T], hi: &[T]) -> BResult<CpuMat<T>> {
         let m = CpuMat { rows, cols, lo: lo.to_vec(), hi: hi.to_vec() };
         check_mat(&m)?;
@@ -159,6 +160,12 @@ impl<T: Fp> MatrixOps<T> for CpuBackend {
     }
     fn cst_to_host(&self, c: &Vec<f64>) -> BResult<Vec<f64>> {
         Ok(c.clone())
+    }
+    fn cst_fetch(&self, c: &Vec<f64>) -> BResult<Vec<f64>> {
+        Ok(c.clone())
+    }
+    fn cst_fetched(&self, f: Vec<f64>) -> BResult<Vec<f64>> {
+        Ok(f)
     }
     fn cst_add(&self, acc: &mut Vec<f64>, inc: &Vec<f64>) -> BResult<()> {
         if acc.len() != inc.len() {

@@ -37,6 +37,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     "point_maxpool",
     "point_maxpool_const",
     "point_concretize",
+    "point_concretize_add",
     "point_add_into",
     "point_compact",
     "point_slice_cols",

@@ -8,6 +8,7 @@
 mod affine;
 mod blas;
 mod device;
+mod fetch;
 pub mod fpna;
 mod infer;
 mod matrix;
@@ -21,7 +22,7 @@ pub use device::{Device, KERNELS};
 pub use matrix::{GpuCst, GpuPMat};
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, result::CublasError};
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
 use device::driver_err;
 use polycert_deeppoly::{BResult, BackendError, Conv2d, Geom, Pool, Shape};
 use polycert_interval::Fp;
@@ -143,6 +144,8 @@ pub struct CudaBackend {
     props_cache: Mutex<HashMap<u64, PropsEntry>>,
     /// The forward conv's `γ_k` tables (as bits), by content.
     gamma_cache: RowCache<u64, CudaSlice<f64>>,
+    /// Page-locked buffers for downloads that overlap later work.
+    pinned: Mutex<Vec<PinnedHostSlice<f64>>>,
     /// Host time in transfers and syncs (`POLYCERT_CUDA_TRACE=1`).
     trace: trace::Trace,
     /// Held by a test's backend (`test_backend`); dropped last.
@@ -225,6 +228,7 @@ impl CudaBackend {
             offsets_cache: Mutex::default(),
             props_cache: Mutex::default(),
             gamma_cache: Mutex::default(),
+            pinned: Mutex::default(),
             trace: trace::Trace::from_env(),
             _test_lock: None,
         })
@@ -241,6 +245,7 @@ impl CudaBackend {
             offsets_cache: Mutex::default(),
             props_cache: Mutex::default(),
             gamma_cache: Mutex::default(),
+            pinned: Mutex::default(),
             trace: trace::Trace::from_env(),
             _test_lock: None,
         })

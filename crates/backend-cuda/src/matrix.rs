@@ -25,6 +25,7 @@ impl<T: GpuScalar> MatrixOps<T> for CudaBackend {
     type Mat = GpuMat<T>;
     type PMat = GpuPMat<T>;
     type Cst = GpuCst;
+    type CstFetch = crate::fetch::CstFetch;
 
     fn mat_from_host(&self, rows: usize, cols: usize, lo: &[T], hi: &[T]) -> BResult<GpuMat<T>> {
         let _span = self.trace.span("mat_from_host");
@@ -84,6 +85,18 @@ impl<T: GpuScalar> MatrixOps<T> for CudaBackend {
     fn cst_to_host(&self, c: &GpuCst) -> BResult<Vec<f64>> {
         let _span = self.trace.span("cst_to_host");
         self.dtoh(&c.data, c.len)
+    }
+
+    fn cst_fetch(&self, c: &GpuCst) -> BResult<crate::fetch::CstFetch> {
+        self.fetch_start(c)
+    }
+
+    fn cst_fetched(&self, f: crate::fetch::CstFetch) -> BResult<Vec<f64>> {
+        self.fetch_wait(f)
+    }
+
+    fn fetch_overlaps(&self) -> bool {
+        true
     }
 
     fn cst_add(&self, acc: &mut GpuCst, inc: &GpuCst) -> BResult<()> {

@@ -155,4 +155,33 @@ impl<T: GpuScalar> RelaxOps<T> for CudaBackend {
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_concretize", e))?;
         Ok(GpuCst { len: a.rows, data: out })
     }
+
+    /// One kernel: no copy of `base` and no separate sum.
+    fn point_concretize_add(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        lo: &GpuBuf<T>,
+        hi: &GpuBuf<T>,
+        base: &GpuCst,
+    ) -> BResult<GpuCst> {
+        let _span = self.trace.span("point_concretize_add");
+        if a.rows != base.len {
+            return Err(BackendError::Failure(format!(
+                "point_concretize_add: {} rows, {} constants",
+                a.rows, base.len
+            )));
+        }
+        if a.rows == 0 {
+            return MatrixOps::<T>::cst_from_host(self, &[]);
+        }
+        let pr = self.props("point_concretize_add", g, &[lo.len, hi.len])?;
+        let out = self.alloc_written::<f64>(a.rows)?;
+        let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
+        let f = self.dev.func("point_concretize_add", T::SUFFIX);
+        let mut l = self.dev.stream.launch_builder(f);
+        l.arg(&a.a).arg(&kg).arg(&*off).arg(&*pr).arg(&lo.data).arg(&hi.data).arg(&base.data).arg(&out);
+        unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_concretize_add", e))?;
+        Ok(GpuCst { len: a.rows, data: out })
+    }
 }

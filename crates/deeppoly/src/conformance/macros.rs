@@ -19,6 +19,16 @@ macro_rules! backend_conformance_tests {
             }
             #[test]
             #[$m]
+            fn concretize_add_matches_parts_f64() {
+                $crate::conformance::concretize_add_matches_parts::<_, f64>(&$make);
+            }
+            #[test]
+            #[$m]
+            fn concretize_add_matches_parts_f32() {
+                $crate::conformance::concretize_add_matches_parts::<_, f32>(&$make);
+            }
+            #[test]
+            #[$m]
             fn gather_and_scatter_f64() {
                 $crate::conformance::gather_and_scatter::<_, f64>(&$make);
             }
@@ -291,6 +301,16 @@ macro_rules! backend_conformance_suite {
         #[$m]
         fn early_termination_same_verdicts_f32() {
             $crate::conformance::early_termination_same_verdicts::<_, f32>(&$make, $arith);
+        }
+        #[test]
+        #[$m]
+        fn late_checks_same_bounds_f64() {
+            $crate::conformance::late_checks_same_bounds::<_, f64>(&$make, $arith);
+        }
+        #[test]
+        #[$m]
+        fn late_checks_same_bounds_f32() {
+            $crate::conformance::late_checks_same_bounds::<_, f32>(&$make, $arith);
         }
         #[test]
         #[$m]

@@ -8,6 +8,7 @@ use crate::base::analyzer::Analyzer;
 use crate::base::backend::{Arith, Backend};
 use crate::base::bounds::LoHi;
 use crate::base::eval::eval_all;
+use crate::base::geom::Geom;
 use crate::base::ir::{Network, Shape};
 use crate::base::options::Options;
 use crate::base::property::{InputBox, Property, Verdict};
@@ -137,6 +138,36 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arit
         verified += (on.verdict == Verdict::Verified) as usize;
     }
     assert!(verified >= 2, "too few verified ({verified}) for the test to mean anything");
+}
+
+/// Early-termination checks read one step late give every row the bound it
+/// gets when each check is read at once (a decided row's later steps are
+/// ignored), in the refined node bounds and in the outputs' bounds.
+pub fn late_checks_same_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
+    let mut rng = SplitMix(19);
+    for k in 0..9 {
+        let net = match k % 3 {
+            0 => random_mlp(&mut rng, &[6, 16, 16, 16, 4]),
+            1 => random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3),
+            _ => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
+        };
+        let n_in = net.input_shape().numel();
+        let input = random_box(&mut rng, n_in, 0.002 * (1 + k % 4) as f64);
+        let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
+            .expect("prop");
+        let run = |late: bool| {
+            let a = Analyzer::<B, T>::new(&net, be, opts(arith).with(|o| o.passes.late_checks = Some(late)))
+                .expect("prepare");
+            let nodes = a.node_bounds(&input, crate::base::budget::Budget::UNLIMITED).expect("bounds");
+            (nodes, a.analyze(&prop).expect("run"))
+        };
+        let ((n0, o0), (n1, o1)) = (run(false), run(true));
+        assert_eq!(o0.verdict, o1.verdict, "net {k}");
+        assert_eq!(o0.lower_bounds, o1.lower_bounds, "net {k}: output bounds");
+        for (i, (a, b)) in n0.iter().zip(&n1).enumerate() {
+            assert_eq!((&a.lo, &a.hi), (&b.lo, &b.hi), "net {k} node {i}");
+        }
+    }
 }
 
 /// Concrete inference at random points and corners stays inside every
@@ -348,8 +379,39 @@ pub fn constants_round_down<B: Backend<f64>>(be: &B) {
         assert!(below && sum[i] >= s.next_down(), "{} + {} gave {}", a[i], b[i], sum[i]);
     }
     assert_eq!(be.cst_to_host(&copy).expect("download"), a, "dup is a copy");
+    let fetched = be.cst_fetched(be.cst_fetch(&acc).expect("fetch")).expect("fetched");
+    assert_eq!(
+        fetched.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        sum.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
     let keep = [5u32, 0, 999, 5];
     let k = be.cst_to_host(&be.cst_compact(&acc, &keep).expect("compact")).expect("download");
     assert_eq!(k, keep.iter().map(|&r| sum[r as usize]).collect::<Vec<_>>());
     assert!(be.cst_compact(&acc, &[1000]).is_err(), "row out of range is an error");
+}
+
+/// A concretization added to constants in one step gives the bits of a copy,
+/// the concretization and `cst_add` (NaN-free, infinities included).
+pub fn concretize_add_matches_parts<B: Backend<T>, T: Fp>(be: &B) {
+    let mut rng = SplitMix(23);
+    let (rows, shape) = (37, Shape::new(2, 3, 5));
+    let cols = shape.numel();
+    let g = Geom::full(shape, rows);
+    let a: Vec<T> = (0..rows * cols)
+        .map(|i| if i % 7 == 0 { T::zero() } else { T::from_f64_nearest((rng.unit() - 0.5) * 4.0) })
+        .collect();
+    let lo: Vec<T> = (0..cols).map(|_| T::from_f64_nearest(rng.unit() - 1.0)).collect();
+    let hi: Vec<T> = lo.iter().map(|&l| T::from_f64_nearest(l.to_f64_exact() + rng.unit())).collect();
+    let mut base: Vec<f64> = (0..rows).map(|_| (rng.unit() - 0.5) * 1e3).collect();
+    base[3] = f64::NEG_INFINITY;
+    let (am, lb, hb) =
+        (be.pmat_from_host(rows, cols, &a).expect("a"), be.upload(&lo).expect("lo"), be.upload(&hi).expect("hi"));
+    let cb = be.cst_from_host(&base).expect("base");
+    let fused = be.cst_to_host(&be.point_concretize_add(&am, &g, &lb, &hb, &cb).expect("fused")).expect("down");
+    let mut sum = be.cst_dup(&cb).expect("dup");
+    be.cst_add(&mut sum, &be.point_concretize(&am, &g, &lb, &hb).expect("part")).expect("add");
+    let parts = be.cst_to_host(&sum).expect("down");
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&fused), bits(&parts));
+    assert_eq!(fused[3], f64::NEG_INFINITY);
 }

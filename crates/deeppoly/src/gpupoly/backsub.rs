@@ -9,7 +9,7 @@ use crate::base::ir::{NodeId, Op, Shape};
 use crate::gpupoly::forward::RunState;
 use crate::gpupoly::rows::{IntervalRows, PointRows, RowArith, sum_down};
 use polycert_interval::Fp;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
 /// The starting coefficients of rows to backsubstitute.
@@ -70,40 +70,59 @@ impl Goal {
 type Pending<G, M> = BTreeMap<NodeId, (G, M)>;
 
 /// A chunk's rows during backsubstitution: each row's best lower bound so
-/// far, and for each row still open its index among the chunk's rows.
+/// far, for each row still in the matrices its index among the chunk's
+/// rows, and the groups decided so far.
 struct Tracked<'g> {
     best: Vec<f64>,
     orig: Vec<u32>,
     group: &'g [u32],
     goal: Goal,
+    decided: HashSet<u32>,
+}
+
+/// A check whose bounds are on their way: the download and the rows (their
+/// indices among the chunk's rows) it covers.
+struct InFlight<F> {
+    fetch: F,
+    orig: Vec<u32>,
 }
 
 impl<'g> Tracked<'g> {
     fn new(group: &'g [u32], goal: Goal) -> Self {
         let n = group.len();
-        Tracked { best: vec![f64::NEG_INFINITY; n], orig: (0..n as u32).collect(), group, goal }
+        let orig = (0..n as u32).collect();
+        Tracked { best: vec![f64::NEG_INFINITY; n], orig, group, goal, decided: HashSet::new() }
     }
 
-    /// Raises the open rows' best bounds to `lb`; the groups now decided.
-    fn record(&mut self, lb: &[f64]) -> std::collections::HashSet<u32> {
-        let mut done_groups = std::collections::HashSet::new();
-        for (r, &l) in lb.iter().enumerate() {
-            let o = self.orig[r] as usize;
+    /// Raises the best bounds of the rows `orig` (as a check saw them) to
+    /// `lb`, skipping groups an earlier check decided; whether a group is
+    /// newly decided.
+    fn record(&mut self, lb: &[f64], orig: &[u32]) -> bool {
+        let mut newly = Vec::new();
+        for (&l, &o) in lb.iter().zip(orig) {
+            let o = o as usize;
+            if self.decided.contains(&self.group[o]) {
+                continue;
+            }
             // A NaN bound proves nothing (and `max` keeps the old one).
             self.best[o] = self.best[o].max(l);
             if self.goal.met(self.best[o]) {
-                done_groups.insert(self.group[o]);
+                newly.push(self.group[o]);
             }
         }
-        done_groups
+        let any = !newly.is_empty();
+        self.decided.extend(newly);
+        any
     }
 
-    /// The open rows (their places among the open rows) outside the groups `done`.
-    fn open_outside(&self, done: &std::collections::HashSet<u32>) -> Vec<u32> {
-        (0..self.orig.len() as u32).filter(|&r| !done.contains(&self.group[self.orig[r as usize] as usize])).collect()
+    /// The rows in the matrices (their places there) outside decided groups.
+    fn open(&self) -> Vec<u32> {
+        (0..self.orig.len() as u32)
+            .filter(|&r| !self.decided.contains(&self.group[self.orig[r as usize] as usize]))
+            .collect()
     }
 
-    /// Only the open rows `keep` stay open.
+    /// Only the rows `keep` (places in the matrices) stay.
     fn keep(&mut self, keep: &[u32]) {
         self.orig = keep.iter().map(|&r| self.orig[r as usize]).collect();
     }
@@ -181,6 +200,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
 
     /// Backsubstitutes one chunk of rows, whose expression starts as
     /// `parts` (the rows' start node first) plus `cst`.
+    ///
+    /// Where a download overlaps later work (the GPU), an early-termination
+    /// check is read one step late: the next step is queued before the host
+    /// waits for it. The rows it decides then run one step more and are
+    /// ignored by the next check, so every row's bound is the one it gets when
+    /// each check is read at once.
     fn backsub_chunk<A: RowArith<B, T>>(
         &self,
         st: &mut RunState<T, B::Buf>,
@@ -198,6 +223,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 A::c_add(be, &mut cst, &d)?;
             }
         }
+        let lag = self.opts.passes.late_checks.unwrap_or_else(|| A::fetch_overlaps(be));
+        let mut inflight: Option<InFlight<A::F>> = None;
         // A check right after a ReLU step is dominated by the one before it
         // (bounds over ReLU outputs are at least as tight as the relaxation's).
         let mut after_relu = false;
@@ -212,41 +239,66 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let last = top == 0;
             if last || (self.opts.passes.early_termination && !after_relu) {
                 let _p = crate::base::profile::span("backsub.check");
-                let done_groups = rows.record(&self.concretize_pending::<A>(st, &pending, &cst)?);
-                if last {
+                let fetch = self.fetch_pending::<A>(st, &pending, &cst)?;
+                let now = InFlight { fetch, orig: rows.orig.clone() };
+                if let Some(prev) = inflight.replace(now)
+                    && !self.settle::<A>(&mut rows, prev, &mut pending, &mut cst)?
+                {
                     break;
                 }
-                if !done_groups.is_empty() {
-                    let keep = rows.open_outside(&done_groups);
-                    if keep.is_empty() {
+                if !lag || last {
+                    let now = inflight.take().expect("just queued");
+                    if !self.settle::<A>(&mut rows, now, &mut pending, &mut cst)? || last {
                         break;
                     }
-                    cst = self.compact_pending::<A>(&mut pending, &cst, &keep)?;
-                    rows.keep(&keep);
                 }
             }
             after_relu = self.step_top::<A>(st, &mut pending, top, &mut cst)?;
             last_step = step_start.elapsed();
         }
+        // A download still in flight is waited for before its buffers go.
+        if let Some(f) = inflight {
+            A::c_fetched(be, f.fetch)?;
+        }
         Ok(rows.best)
     }
 
-    /// The rows' lower bounds now: every pending part concretized over its
-    /// node's bounds and added to the constants (one transfer: the sum comes
-    /// back to decide).
-    fn concretize_pending<A: RowArith<B, T>>(
+    /// Reads a check's bounds into `rows` and drops the rows it decides from
+    /// the matrices; whether any row is left open.
+    fn settle<A: RowArith<B, T>>(
+        &self,
+        rows: &mut Tracked<'_>,
+        check: InFlight<A::F>,
+        pending: &mut Pending<Geom, A::M>,
+        cst: &mut A::C,
+    ) -> Result<bool, AnalysisError> {
+        let lb = A::c_fetched(self.backend, check.fetch)?;
+        if rows.record(&lb, &check.orig) {
+            let keep = rows.open();
+            if keep.is_empty() {
+                return Ok(false);
+            }
+            *cst = self.compact_pending::<A>(pending, cst, &keep)?;
+            rows.keep(&keep);
+        }
+        Ok(true)
+    }
+
+    /// Starts the download of the rows' lower bounds now: every pending part
+    /// concretized over its node's bounds and added to the constants.
+    fn fetch_pending<A: RowArith<B, T>>(
         &self,
         st: &mut RunState<T, B::Buf>,
         pending: &Pending<Geom, A::M>,
         cst: &A::C,
-    ) -> Result<Vec<f64>, AnalysisError> {
-        let be = self.backend;
-        let mut sum = A::c_dup(be, cst)?;
-        for (&node, (g, mat)) in pending {
-            let part = A::concretize(self, st, node, mat, g)?;
-            A::c_add(be, &mut sum, &part)?;
+    ) -> Result<A::F, AnalysisError> {
+        let mut parts = pending.iter();
+        let (&node, (g, mat)) = parts.next().expect("pending is never empty");
+        let mut sum = A::concretize_add(self, st, node, mat, g, cst)?;
+        for (&node, (g, mat)) in parts {
+            sum = A::concretize_add(self, st, node, mat, g, &sum)?;
         }
-        A::c_to_host(be, &sum)
+        A::c_fetch(self.backend, &sum)
     }
 
     /// Row compaction: only the rows `keep` stay in every pending part; the

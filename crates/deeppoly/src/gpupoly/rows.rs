@@ -35,16 +35,29 @@ pub(crate) trait RowArith<B: Backend<T>, T: Fp> {
     /// A matrix of exact unit rows (`val[r]` at column `col[r]`).
     fn from_unit(an: &Analyzer<B, T>, g: &Geom, col: &[u32], val: &[T]) -> R<(Self::M, Vec<f64>)>;
     fn c_from_host(be: &B, v: &[f64]) -> R<Self::C>;
-    fn c_to_host(be: &B, c: &Self::C) -> R<Vec<f64>>;
+    /// A download of constants in flight.
+    type F: Send;
+    /// Starts copying the constants to the host.
+    fn c_fetch(be: &B, c: &Self::C) -> R<Self::F>;
+    /// Waits for a started download.
+    fn c_fetched(be: &B, f: Self::F) -> R<Vec<f64>>;
+    /// Whether a download overlaps the work queued after it.
+    fn fetch_overlaps(be: &B) -> bool;
     /// `acc += inc`, rounded down.
     fn c_add(be: &B, acc: &mut Self::C, inc: &Self::C) -> R<()>;
-    fn c_dup(be: &B, c: &Self::C) -> R<Self::C>;
     fn c_compact(be: &B, c: &Self::C, keep: &[u32]) -> R<Self::C>;
     fn zeros(be: &B, rows: usize, cols: usize) -> R<Self::M>;
     fn compact(be: &B, m: &Self::M, g: &Geom, keep: &[u32]) -> R<Self::M>;
     fn slice_cols(be: &B, m: &Self::M, start: usize, len: usize) -> R<Self::M>;
-    fn concretize(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, node: NodeId, m: &Self::M, g: &Geom)
-    -> R<Self::C>;
+    /// `base +` the rows' lower bound over `node`'s bounds, rounded down.
+    fn concretize_add(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        node: NodeId,
+        m: &Self::M,
+        g: &Geom,
+        base: &Self::C,
+    ) -> R<Self::C>;
     /// `dst += src` over `node`; returns the constant increments.
     #[allow(clippy::too_many_arguments)]
     fn add_into(
@@ -168,17 +181,21 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
     fn c_from_host(_: &B, v: &[f64]) -> R<Vec<f64>> {
         Ok(v.to_vec())
     }
-    fn c_to_host(_: &B, c: &Vec<f64>) -> R<Vec<f64>> {
+    type F = Vec<f64>;
+    fn c_fetch(_: &B, c: &Vec<f64>) -> R<Vec<f64>> {
         Ok(c.clone())
+    }
+    fn c_fetched(_: &B, f: Vec<f64>) -> R<Vec<f64>> {
+        Ok(f)
+    }
+    fn fetch_overlaps(_: &B) -> bool {
+        false
     }
     fn c_add(_: &B, acc: &mut Vec<f64>, inc: &Vec<f64>) -> R<()> {
         for (a, i) in acc.iter_mut().zip(inc) {
             *a = fp::add_down(*a, *i);
         }
         Ok(())
-    }
-    fn c_dup(_: &B, c: &Vec<f64>) -> R<Vec<f64>> {
-        Ok(c.clone())
     }
     fn c_compact(_: &B, c: &Vec<f64>, keep: &[u32]) -> R<Vec<f64>> {
         Ok(keep.iter().map(|&r| c[r as usize]).collect())
@@ -208,15 +225,17 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for IntervalRows {
     fn slice_cols(be: &B, m: &B::Mat, start: usize, len: usize) -> R<B::Mat> {
         Ok(be.slice_cols(m, start, len)?)
     }
-    fn concretize(
+    fn concretize_add(
         an: &Analyzer<B, T>,
         st: &mut RunState<T, B::Buf>,
         node: NodeId,
         m: &B::Mat,
         g: &Geom,
+        base: &Vec<f64>,
     ) -> R<Vec<f64>> {
         let (lo, hi) = an.bounds_dev(st, node)?;
-        Ok(an.backend.concretize(m, g, lo, hi)?)
+        let part = an.backend.concretize(m, g, lo, hi)?;
+        Ok(base.iter().zip(&part).map(|(&b, &p)| fp::add_down(b, p)).collect())
     }
     fn add_into(
         an: &Analyzer<B, T>,
@@ -313,14 +332,18 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
     fn c_from_host(be: &B, v: &[f64]) -> R<B::Cst> {
         Ok(be.cst_from_host(v)?)
     }
-    fn c_to_host(be: &B, c: &B::Cst) -> R<Vec<f64>> {
-        Ok(be.cst_to_host(c)?)
+    type F = B::CstFetch;
+    fn c_fetch(be: &B, c: &B::Cst) -> R<B::CstFetch> {
+        Ok(be.cst_fetch(c)?)
+    }
+    fn c_fetched(be: &B, f: B::CstFetch) -> R<Vec<f64>> {
+        Ok(be.cst_fetched(f)?)
+    }
+    fn fetch_overlaps(be: &B) -> bool {
+        be.fetch_overlaps()
     }
     fn c_add(be: &B, acc: &mut B::Cst, inc: &B::Cst) -> R<()> {
         Ok(be.cst_add(acc, inc)?)
-    }
-    fn c_dup(be: &B, c: &B::Cst) -> R<B::Cst> {
-        Ok(be.cst_dup(c)?)
     }
     fn c_compact(be: &B, c: &B::Cst, keep: &[u32]) -> R<B::Cst> {
         Ok(be.cst_compact(c, keep)?)
@@ -366,9 +389,16 @@ impl<B: Backend<T>, T: Fp> RowArith<B, T> for PointRows {
     fn slice_cols(be: &B, m: &B::PMat, start: usize, len: usize) -> R<B::PMat> {
         Ok(be.point_slice_cols(m, start, len)?)
     }
-    fn concretize(an: &Analyzer<B, T>, st: &mut RunState<T, B::Buf>, node: NodeId, m: &B::PMat, g: &Geom) -> R<B::Cst> {
+    fn concretize_add(
+        an: &Analyzer<B, T>,
+        st: &mut RunState<T, B::Buf>,
+        node: NodeId,
+        m: &B::PMat,
+        g: &Geom,
+        base: &B::Cst,
+    ) -> R<B::Cst> {
         let (lo, hi) = an.bounds_dev(st, node)?;
-        Ok(an.backend.point_concretize(m, g, lo, hi)?)
+        Ok(an.backend.point_concretize_add(m, g, lo, hi, base)?)
     }
     fn add_into(
         an: &Analyzer<B, T>,

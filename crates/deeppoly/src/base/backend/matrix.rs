@@ -16,6 +16,8 @@ pub trait MatrixOps<T: Fp>: Send + Sync {
     /// Per-row constants of point rows (f64 lower bounds), kept where the
     /// matrices are so that a step needs no transfer.
     type Cst: Send + Sync;
+    /// A download of constants started by [`MatrixOps::cst_fetch`].
+    type CstFetch: Send;
 
     /// Builds a matrix from host planes (`rows × cols`, row-major).
     fn mat_from_host(&self, rows: usize, cols: usize, lo: &[T], hi: &[T]) -> BResult<Self::Mat>;
@@ -34,6 +36,16 @@ pub trait MatrixOps<T: Fp>: Send + Sync {
 
     fn cst_from_host(&self, v: &[f64]) -> BResult<Self::Cst>;
     fn cst_to_host(&self, c: &Self::Cst) -> BResult<Vec<f64>>;
+    /// Starts copying the constants to the host; waits for nothing.
+    fn cst_fetch(&self, c: &Self::Cst) -> BResult<Self::CstFetch>;
+    /// Waits for a started download; its values.
+    fn cst_fetched(&self, f: Self::CstFetch) -> BResult<Vec<f64>>;
+    /// Whether a started download runs behind the work queued after it (the
+    /// GPU), so that a caller gains by reading it one step later; false where
+    /// it is done at once (the CPU).
+    fn fetch_overlaps(&self) -> bool {
+        false
+    }
     /// `acc += inc`, each sum rounded down.
     fn cst_add(&self, acc: &mut Self::Cst, inc: &Self::Cst) -> BResult<()>;
     fn cst_dup(&self, c: &Self::Cst) -> BResult<Self::Cst>;

@@ -54,4 +54,21 @@ pub trait RelaxOps<T: Fp>: MemoryOps<T> + MatrixOps<T> {
 
     /// Lower bound of `Σ g_j·x_j` per row for `x ∈ [lo, hi]`.
     fn point_concretize(&self, a: &Self::PMat, geom: &Geom, lo: &Self::Buf, hi: &Self::Buf) -> BResult<Self::Cst>;
+
+    /// `base +` [`RelaxOps::point_concretize`], the sum rounded down: the same
+    /// values as a copy of `base`, the concretization and
+    /// [`MatrixOps::cst_add`] (a backend may do it in one step).
+    fn point_concretize_add(
+        &self,
+        a: &Self::PMat,
+        geom: &Geom,
+        lo: &Self::Buf,
+        hi: &Self::Buf,
+        base: &Self::Cst,
+    ) -> BResult<Self::Cst> {
+        let mut sum = self.cst_dup(base)?;
+        let part = self.point_concretize(a, geom, lo, hi)?;
+        self.cst_add(&mut sum, &part)?;
+        Ok(sum)
+    }
 }

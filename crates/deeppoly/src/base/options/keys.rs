@@ -29,6 +29,7 @@ macro_rules! keys {
 }
 
 keys! {
+    passes.late_checks: auto_switch,
     crown.steps: count,
     crown.warm_steps: count,
     crown.stable_steps: count,
@@ -128,7 +129,7 @@ mod tests {
     /// and not its default) changes it.
     #[test]
     fn every_key_sets_its_field() {
-        let text = |o: &Options| format!("{:?}{:?}{:?}", o.crown, o.attack, o.search);
+        let text = |o: &Options| format!("{:?}{:?}{:?}{:?}", o.passes, o.crown, o.attack, o.search);
         let d = text(&Options::default());
         for key in TUNING_KEYS {
             let changed = ["1", "2"].iter().any(|v| {

@@ -73,6 +73,10 @@ pub struct PassOptions {
     pub network_float: FloatModel,
     /// Drop rows as soon as they are decided (the paper's early termination).
     pub early_termination: bool,
+    /// Read each early-termination check one step late, with the next step
+    /// queued before the host waits for it (same bounds; default: where the
+    /// backend's downloads overlap later work, the GPU).
+    pub late_checks: Option<bool>,
     /// Second pass: tighten every unstable ReLU input by backsubstitution.
     pub refine: bool,
     /// Bytes for expression matrices (default: the backend's budget).
@@ -93,6 +97,7 @@ impl Default for PassOptions {
             arith: Arith::Point,
             network_float: FloatModel::F32,
             early_termination: true,
+            late_checks: None,
             refine: true,
             memory_budget: None,
             batch: None,
