@@ -214,12 +214,15 @@ impl CudaBackend {
         let eta_r1: Vec<f64> = r1.iter().map(|&r| fp::mul_up(eta_m, r)).collect();
         let n = g.shape.numel();
         let pr = self.props("point_affine_const", g, &[b.0.len, b.1.len, wr.len, r1.len() * n])?;
-        let eta = self.htod(&eta_r1)?;
+        // Most steps through a node see the same bounds: the upload is cached
+        // by content (beside the forward pass's γ tables, also f64 bits).
+        let bits: Vec<u64> = eta_r1.iter().map(|v| v.to_bits()).collect();
+        let eta = crate::cached(&self.gamma_cache, &bits, |_| self.htod(&eta_r1))?;
         let cst = self.alloc_written::<f64>(a.rows)?;
         let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
         let f = self.dev.func("point_affine_const", T::SUFFIX);
         let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&*off).arg(&*pr).arg(&b.0.data).arg(&b.1.data).arg(&wr.data).arg(&gamma).arg(&eta);
+        l.arg(&a.a).arg(&kg).arg(&*off).arg(&*pr).arg(&b.0.data).arg(&b.1.data).arg(&wr.data).arg(&gamma).arg(&*eta);
         l.arg(&cst);
         unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_affine_const", e))?;
         Ok(GpuCst { len: a.rows, data: cst })
@@ -255,7 +258,8 @@ impl CudaBackend {
                 let mut l = self.dev.stream.launch_builder(f);
                 l.arg(a).arg(&gi).arg(&r0i).arg(&nri).arg(&ahat);
                 unsafe { l.launch(grid_for(nr * pos * c_out)) }.map_err(|e| driver_err("point_conv_im", e))?;
-                let mut t = self.alloc::<T>(nr * pos * taps)?;
+                // The GEMM writes every element (β = 0 reads none).
+                let mut t = self.alloc_written::<T>(nr * pos * taps)?;
                 gemm_rm(blas, &ahat, nr * pos, c_out, weight, taps, &mut t)?;
                 let f = self.dev.func("point_conv_col2im", T::SUFFIX);
                 let mut l = self.dev.stream.launch_builder(f);

@@ -69,6 +69,10 @@ impl Goal {
 
 type Pending<G, M> = BTreeMap<NodeId, (G, M)>;
 
+/// Most coefficients pending at a check read late by default (larger steps
+/// keep the GPU busy while the host waits: a batch of a test set's images).
+const LATE_MAX: usize = 1 << 20;
+
 /// A chunk's rows during backsubstitution: each row's best lower bound so
 /// far, for each row still in the matrices its index among the chunk's
 /// rows, and the groups decided so far.
@@ -223,7 +227,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 A::c_add(be, &mut cst, &d)?;
             }
         }
-        let lag = self.opts.passes.late_checks.unwrap_or_else(|| A::fetch_overlaps(be));
+        let late = self.opts.passes.late_checks;
+        // A late check pays one more step for the rows it decides: only
+        // worth it while steps are small enough to wait on the host.
+        let lag = |pending: &Pending<Geom, A::M>| {
+            late.unwrap_or_else(|| {
+                A::fetch_overlaps(be) && pending.values().map(|(g, _)| g.rows() * g.cols()).sum::<usize>() <= LATE_MAX
+            })
+        };
         let mut inflight: Option<InFlight<A::F>> = None;
         // A check right after a ReLU step is dominated by the one before it
         // (bounds over ReLU outputs are at least as tight as the relaxation's).
@@ -246,7 +257,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 {
                     break;
                 }
-                if !lag || last {
+                if last || !lag(&pending) {
                     let now = inflight.take().expect("just queued");
                     if !self.settle::<A>(&mut rows, now, &mut pending, &mut cst)? || last {
                         break;

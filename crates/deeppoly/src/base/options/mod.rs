@@ -75,7 +75,7 @@ pub struct PassOptions {
     pub early_termination: bool,
     /// Read each early-termination check one step late, with the next step
     /// queued before the host waits for it (same bounds; default: where the
-    /// backend's downloads overlap later work, the GPU).
+    /// backend's downloads overlap later work, the GPU, and the rows are few).
     pub late_checks: Option<bool>,
     /// Second pass: tighten every unstable ReLU input by backsubstitution.
     pub refine: bool,
