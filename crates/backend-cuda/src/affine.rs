@@ -215,9 +215,9 @@ impl CudaBackend {
         let n = g.shape.numel();
         let pr = self.props("point_affine_const", g, &[b.0.len, b.1.len, wr.len, r1.len() * n])?;
         // Most steps through a node see the same bounds: the upload is cached
-        // by content (beside the forward pass's γ tables, also f64 bits).
+        // by content.
         let bits: Vec<u64> = eta_r1.iter().map(|v| v.to_bits()).collect();
-        let eta = crate::cached(&self.gamma_cache, &bits, |_| self.htod(&eta_r1))?;
+        let eta = crate::cached(&self.table_cache, &bits, |_| self.htod(&eta_r1))?;
         let cst = self.alloc_written::<f64>(a.rows)?;
         let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
         let f = self.dev.func("point_affine_const", T::SUFFIX);

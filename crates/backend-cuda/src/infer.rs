@@ -78,7 +78,7 @@ impl<T: GpuScalar> InferOps<T> for CudaBackend {
         // Cached by content: a recorded attack step may run this, and a
         // recording cannot upload.
         let gammas: Vec<u64> = (0..=max_terms).map(|k| model.gamma(k).to_bits()).collect();
-        let gam = cached(&self.gamma_cache, &gammas, |v| {
+        let gam = cached(&self.table_cache, &gammas, |v| {
             self.htod(&v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>())
         })?;
         let outs: Vec<CudaSlice<T>> = (0..4).map(|_| self.alloc_written::<T>(batch * n)).collect::<BResult<_>>()?;

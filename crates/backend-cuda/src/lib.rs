@@ -142,8 +142,8 @@ pub struct CudaBackend {
     blas: OnceLock<CudaBlas>,
     offsets_cache: Mutex<HashMap<u64, OffsetEntry>>,
     props_cache: Mutex<HashMap<u64, PropsEntry>>,
-    /// The forward conv's `γ_k` tables (as bits), by content.
-    gamma_cache: RowCache<u64, CudaSlice<f64>>,
+    /// f64 tables by content (as bits): the forward conv's `γ_k`, the point steps' `η·r1`.
+    table_cache: RowCache<u64, CudaSlice<f64>>,
     /// Page-locked buffers for downloads that overlap later work.
     pinned: Mutex<Vec<PinnedHostSlice<f64>>>,
     /// Host time in transfers and syncs (`POLYCERT_CUDA_TRACE=1`).
@@ -227,7 +227,7 @@ impl CudaBackend {
             blas: OnceLock::new(),
             offsets_cache: Mutex::default(),
             props_cache: Mutex::default(),
-            gamma_cache: Mutex::default(),
+            table_cache: Mutex::default(),
             pinned: Mutex::default(),
             trace: trace::Trace::from_env(),
             _test_lock: None,
@@ -244,7 +244,7 @@ impl CudaBackend {
             blas: OnceLock::new(),
             offsets_cache: Mutex::default(),
             props_cache: Mutex::default(),
-            gamma_cache: Mutex::default(),
+            table_cache: Mutex::default(),
             pinned: Mutex::default(),
             trace: trace::Trace::from_env(),
             _test_lock: None,

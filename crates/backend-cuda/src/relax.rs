@@ -142,18 +142,7 @@ impl<T: GpuScalar> RelaxOps<T> for CudaBackend {
     }
 
     fn point_concretize(&self, a: &GpuPMat<T>, g: &Geom, lo: &GpuBuf<T>, hi: &GpuBuf<T>) -> BResult<GpuCst> {
-        let _span = self.trace.span("point_concretize");
-        if a.rows == 0 {
-            return MatrixOps::<T>::cst_from_host(self, &[]);
-        }
-        let pr = self.props("point_concretize", g, &[lo.len, hi.len])?;
-        let out = self.alloc_written::<f64>(a.rows)?;
-        let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
-        let f = self.dev.func("point_concretize", T::SUFFIX);
-        let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&*off).arg(&*pr).arg(&lo.data).arg(&hi.data).arg(&out);
-        unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_concretize", e))?;
-        Ok(GpuCst { len: a.rows, data: out })
+        self.concretize_rows(a, g, lo, hi, None)
     }
 
     /// One kernel: no copy of `base` and no separate sum.
@@ -165,23 +154,41 @@ impl<T: GpuScalar> RelaxOps<T> for CudaBackend {
         hi: &GpuBuf<T>,
         base: &GpuCst,
     ) -> BResult<GpuCst> {
-        let _span = self.trace.span("point_concretize_add");
         if a.rows != base.len {
             return Err(BackendError::Failure(format!(
                 "point_concretize_add: {} rows, {} constants",
                 a.rows, base.len
             )));
         }
+        self.concretize_rows(a, g, lo, hi, Some(base))
+    }
+}
+
+impl CudaBackend {
+    /// The point concretization kernel, its bounds added to `base` if given.
+    fn concretize_rows<T: GpuScalar>(
+        &self,
+        a: &GpuPMat<T>,
+        g: &Geom,
+        lo: &GpuBuf<T>,
+        hi: &GpuBuf<T>,
+        base: Option<&GpuCst>,
+    ) -> BResult<GpuCst> {
+        let name = if base.is_some() { "point_concretize_add" } else { "point_concretize" };
+        let _span = self.trace.span(name);
         if a.rows == 0 {
             return MatrixOps::<T>::cst_from_host(self, &[]);
         }
-        let pr = self.props("point_concretize_add", g, &[lo.len, hi.len])?;
+        let pr = self.props(name, g, &[lo.len, hi.len])?;
         let out = self.alloc_written::<f64>(a.rows)?;
         let (off, kg) = (self.offsets(g)?, kgeom(g.shape, g.win));
-        let f = self.dev.func("point_concretize_add", T::SUFFIX);
-        let mut l = self.dev.stream.launch_builder(f);
-        l.arg(&a.a).arg(&kg).arg(&*off).arg(&*pr).arg(&lo.data).arg(&hi.data).arg(&base.data).arg(&out);
-        unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err("point_concretize_add", e))?;
+        let mut l = self.dev.stream.launch_builder(self.dev.func(name, T::SUFFIX));
+        l.arg(&a.a).arg(&kg).arg(&*off).arg(&*pr).arg(&lo.data).arg(&hi.data);
+        if let Some(b) = base {
+            l.arg(&b.data);
+        }
+        l.arg(&out);
+        unsafe { l.launch(per_row(a.rows)) }.map_err(|e| driver_err(name, e))?;
         Ok(GpuCst { len: a.rows, data: out })
     }
 }

@@ -109,20 +109,27 @@ fn robust_label(net: &Network, input: &InputBox) -> usize {
     (0..y.len()).max_by(|&i, &j| y[i].total_cmp(&y[j])).unwrap_or(0)
 }
 
+/// Case `k` of the backsubstitution tests: an MLP of `widths`, a small
+/// residual net or a max-pooling net in turn, a box of radius growing with
+/// `k`, and robustness at the centre's label.
+fn backsub_case(rng: &mut SplitMix, k: usize, widths: &[usize]) -> (Network, InputBox, Property) {
+    let net = match k % 3 {
+        0 => random_mlp(rng, widths),
+        1 => random_resnet(rng, Shape::new(1, 6, 6), 2, 3),
+        _ => random_maxpool(rng, Shape::new(1, 6, 6), 2, 3),
+    };
+    let input = random_box(rng, net.input_shape().numel(), 0.002 * (1 + k % 4) as f64);
+    let prop =
+        Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel()).expect("prop");
+    (net, input, prop)
+}
+
 /// Early termination and row chunking do not change verdicts.
 pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(7);
     let mut verified = 0;
     for k in 0..12 {
-        let net = match k % 3 {
-            0 => random_mlp(&mut rng, &[6, 16, 16, 4]),
-            1 => random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3),
-            _ => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
-        };
-        let n_in = net.input_shape().numel();
-        let input = random_box(&mut rng, n_in, 0.002 * (1 + k % 4) as f64);
-        let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
-            .expect("prop");
+        let (net, _, prop) = backsub_case(&mut rng, k, &[6, 16, 16, 4]);
         let on = Analyzer::<B, T>::new(&net, be, opts(arith)).expect("prepare").analyze(&prop).expect("run");
         let off = Analyzer::<B, T>::new(&net, be, opts(arith).with(|o| o.passes.early_termination = false))
             .expect("prepare")
@@ -146,15 +153,7 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arit
 pub fn late_checks_same_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(19);
     for k in 0..9 {
-        let net = match k % 3 {
-            0 => random_mlp(&mut rng, &[6, 16, 16, 16, 4]),
-            1 => random_resnet(&mut rng, Shape::new(1, 6, 6), 2, 3),
-            _ => random_maxpool(&mut rng, Shape::new(1, 6, 6), 2, 3),
-        };
-        let n_in = net.input_shape().numel();
-        let input = random_box(&mut rng, n_in, 0.002 * (1 + k % 4) as f64);
-        let prop = Property::robustness("p", input.clone(), robust_label(&net, &input), net.output_shape().numel())
-            .expect("prop");
+        let (net, input, prop) = backsub_case(&mut rng, k, &[6, 16, 16, 16, 4]);
         let run = |late: bool| {
             let a = Analyzer::<B, T>::new(&net, be, opts(arith).with(|o| o.passes.late_checks = Some(late)))
                 .expect("prepare");
