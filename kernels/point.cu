@@ -91,6 +91,33 @@ __device__ void point_conv_col2im(const T* __restrict__ t, Geom gi, const int2* 
     out[(size_t)r * cols_o + col] = (T)acc;
 }
 
+// The conv step in one kernel, for steps too small to pay for a GEMM's
+// launches: each coefficient over the conv input sums, in double and rounded
+// once, a[r, co, wy, wx]·w[co, ci, ky, kx] over the taps and output channels
+// that reach it (at most the step's m products).
+template <typename T>
+__device__ void point_conv_direct(const T* __restrict__ a, Geom gi, const int2* __restrict__ offi,
+                                  const T* __restrict__ w, ConvGeom cg, Geom go, const int2* __restrict__ offo,
+                                  T* __restrict__ out, int rows) {
+    size_t cols_o = (size_t)go.c * go.wh * go.ww, cols_i = (size_t)gi.c * gi.wh * gi.ww;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)rows * cols_o) return;
+    int r = idx / cols_o, col = idx % cols_o;
+    int tx = col % go.ww, tt = col / go.ww, ty = tt % go.wh, ci = tt / go.wh;
+    int iy = offo[r].x + ty, ix = offo[r].y + tx;
+    double acc = 0.0;
+    if (iy >= 0 && iy < go.h && ix >= 0 && ix < go.w) {
+        const T* ar = a + (size_t)r * cols_i;
+        for_each_tap_to(cg, gi, offi[r].x, offi[r].y, iy, ix, [&](int ky, int kx, int, int, int wy, int wx) {
+            for (int co = 0; co < gi.c; co++) {
+                double x = (double)ar[(co * gi.wh + wy) * gi.ww + wx];
+                acc += x * (double)w[((co * go.c + ci) * cg.kh + ky) * cg.kw + kx];
+            }
+        });
+    }
+    out[idx] = (T)acc;
+}
+
 // Point ReLU (relu == 1; relu == 2: sigmoid, c_hi the lower line's intercept)
 // or diagonal step (relu == 0), one block per row.
 template <typename T>
@@ -311,6 +338,10 @@ extern "C" __global__ void point_row_sum_neg(const double* err, size_t cols, dou
     extern "C" __global__ void point_conv_col2im_##S(const T* t, Geom gi, const int2* offi, ConvGeom cg, Geom go, \
                                                      const int2* offo, T* out, int r0, int nr) {                 \
         point_conv_col2im<T>(t, gi, offi, cg, go, offo, out, r0, nr);                                            \
+    }                                                                                                            \
+    extern "C" __global__ void point_conv_direct_##S(const T* a, Geom gi, const int2* offi, const T* w, ConvGeom cg,  \
+                                                     Geom go, const int2* offo, T* out, int rows) {              \
+        point_conv_direct<T>(a, gi, offi, w, cg, go, offo, out, rows);                                           \
     }                                                                                                            \
     extern "C" __global__ void point_diag_##S(const T* a, Geom g, const int2* off, const unsigned* pr,          \
                                               const T* pl, const T* ph, const T* cl, const T* ch, const T* r,    \

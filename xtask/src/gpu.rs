@@ -9,6 +9,8 @@ use std::process::Command;
 /// Test targets that exercise the GPU.
 const GPU_TESTS: &[(&str, &str)] = &[
     ("polycert-backend-cuda", "conformance"),
+    ("polycert-backend-cuda", "conformance_conv_gemm"),
+    ("polycert-backend-cuda", "graphs"),
     ("polycert-backend-cuda", "differential"),
     ("polycert-backend-cuda", "shared_differential"),
     ("polycert-backend-cuda", "shared_sampling"),

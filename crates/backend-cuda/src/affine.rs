@@ -229,7 +229,8 @@ impl CudaBackend {
     }
 
     /// `rows` rows over the conv output (`g`) through the conv, to its
-    /// input (`out`), as GEMMs: per block of rows, the window is transposed
+    /// input (`out`): in one kernel while the products number at most
+    /// `conv_direct_max`, else as GEMMs: per block of rows, the window is transposed
     /// to `(row, y, x) × C_out`, multiplied by the weights `C_out ×
     /// (C_in·kh·kw)` in cuBLAS, and the taps reaching each input
     /// coefficient are summed (at most `m` products per coefficient in all).
@@ -248,6 +249,15 @@ impl CudaBackend {
         if rows > 0 && out.cols() > 0 {
             let (offi, offo) = (self.offsets(g)?, self.offsets(out)?);
             let (gi, go, kc) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(c));
+            let reach = c_out * c.kernel.0.div_ceil(c.stride.0) * c.kernel.1.div_ceil(c.stride.1);
+            if rows * out.cols() * reach <= self.conv_direct_max {
+                let rows_i = rows as i32;
+                let f = self.dev.func("point_conv_direct", T::SUFFIX);
+                let mut l = self.dev.stream.launch_builder(f);
+                l.arg(a).arg(&gi).arg(&*offi).arg(weight).arg(&kc).arg(&go).arg(&*offo).arg(&res.a).arg(&rows_i);
+                unsafe { l.launch(grid_for(rows * out.cols())) }.map_err(|e| driver_err("point_conv_direct", e))?;
+                return Ok(res);
+            }
             let block = (CONV_BLOCK_VALUES / (pos * taps.max(c_out)).max(1)).clamp(1, rows);
             let blas = self.blas()?;
             for r0 in (0..rows).step_by(block) {
@@ -260,7 +270,9 @@ impl CudaBackend {
                 unsafe { l.launch(grid_for(nr * pos * c_out)) }.map_err(|e| driver_err("point_conv_im", e))?;
                 // The GEMM writes every element (β = 0 reads none).
                 let mut t = self.alloc_written::<T>(nr * pos * taps)?;
+                let gemm = self.trace.span("conv_rows.gemm");
                 gemm_rm(blas, &ahat, nr * pos, c_out, weight, taps, &mut t)?;
+                drop(gemm);
                 let f = self.dev.func("point_conv_col2im", T::SUFFIX);
                 let mut l = self.dev.stream.launch_builder(f);
                 l.arg(&t).arg(&gi).arg(&*offi).arg(&kc).arg(&go).arg(&*offo).arg(&res.a).arg(&r0i).arg(&nri);

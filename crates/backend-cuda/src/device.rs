@@ -33,6 +33,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     "point_affine_const",
     "point_conv_im",
     "point_conv_col2im",
+    "point_conv_direct",
     "point_diag",
     "point_maxpool",
     "point_maxpool_const",

@@ -144,6 +144,9 @@ pub struct CudaBackend {
     props_cache: Mutex<HashMap<u64, PropsEntry>>,
     /// f64 tables by content (as bits): the forward conv's `γ_k`, the point steps' `η·r1`.
     table_cache: RowCache<u64, CudaSlice<f64>>,
+    /// Most products of a conv step done in one kernel instead of GEMMs
+    /// (small steps: the GEMM's launches cost more than its work).
+    conv_direct_max: usize,
     /// Page-locked buffers for downloads that overlap later work.
     pinned: Mutex<Vec<PinnedHostSlice<f64>>>,
     /// Host time in transfers and syncs (`POLYCERT_CUDA_TRACE=1`).
@@ -157,19 +160,18 @@ type PropsEntry = (Vec<u32>, Arc<CudaSlice<u32>>);
 /// Device copies of host vectors, by content hash.
 type RowCache<E, D> = Mutex<HashMap<u64, (Vec<E>, Arc<D>)>>;
 const OFFSET_CACHE_ENTRIES: usize = 512;
+/// Default of `CudaBackend::conv_direct_max`: one property's conv steps stay
+/// below it, a test set's batches take the GEMMs.
+const CONV_DIRECT_MAX: usize = 1 << 26;
 
 const BLOCK: u32 = 256;
 
 /// A device copy of `v`, cached by content in `cache`.
-fn cached<E: Clone + PartialEq + std::hash::Hash, D>(
-    cache: &RowCache<E, D>,
-    v: &[E],
-    upload: impl FnOnce(&[E]) -> BResult<D>,
-) -> BResult<Arc<D>> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    v.hash(&mut h);
-    let key = h.finish();
+fn cached<E: CacheKey, D>(cache: &RowCache<E, D>, v: &[E], upload: impl FnOnce(&[E]) -> BResult<D>) -> BResult<Arc<D>> {
+    // A multiplicative hash, one word per element: SipHash over the offsets
+    // of a few thousand rows cost tens of µs a step. Hits compare contents.
+    let key =
+        v.iter().fold(v.len() as u64, |h, e| (h.rotate_left(5) ^ e.word()).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95));
     let mut cache = cache.lock().map_err(|_| BackendError::Failure("row cache poisoned".into()))?;
     if let Some((k, d)) = cache.get(&key)
         && k.as_slice() == v
@@ -182,6 +184,29 @@ fn cached<E: Clone + PartialEq + std::hash::Hash, D>(
     }
     cache.insert(key, (v.to_vec(), d.clone()));
     Ok(d)
+}
+
+/// An element of a cached host vector, as one word for the hash.
+trait CacheKey: Clone + PartialEq {
+    fn word(&self) -> u64;
+}
+
+impl CacheKey for (i32, i32) {
+    fn word(&self) -> u64 {
+        ((self.0 as u32 as u64) << 32) | self.1 as u32 as u64
+    }
+}
+
+impl CacheKey for u32 {
+    fn word(&self) -> u64 {
+        *self as u64
+    }
+}
+
+impl CacheKey for u64 {
+    fn word(&self) -> u64 {
+        *self
+    }
 }
 
 fn grid_for(n: usize) -> LaunchConfig {
@@ -224,6 +249,7 @@ impl CudaBackend {
         Ok(Self {
             dev: Device::open(ordinal)?,
             budget: None,
+            conv_direct_max: CONV_DIRECT_MAX,
             blas: OnceLock::new(),
             offsets_cache: Mutex::default(),
             props_cache: Mutex::default(),
@@ -241,6 +267,7 @@ impl CudaBackend {
         Ok(Self {
             dev: self.dev.with_new_stream()?,
             budget: self.budget,
+            conv_direct_max: self.conv_direct_max,
             blas: OnceLock::new(),
             offsets_cache: Mutex::default(),
             props_cache: Mutex::default(),
@@ -267,6 +294,13 @@ impl CudaBackend {
     /// the flushed error: `blas::gemm_model`).
     pub fn gemm_f32_keeps_subnormals(&self) -> BResult<bool> {
         blas::gemm_keeps_subnormals(self.blas()?, self)
+    }
+
+    /// Conv steps of at most `products` multiplications run in one kernel,
+    /// larger ones as GEMMs (a test sets 0 to check the GEMM path).
+    pub fn with_conv_direct_max(mut self, products: usize) -> Self {
+        self.conv_direct_max = products;
+        self
     }
 
     /// Caps the memory used for expression matrices.
@@ -305,6 +339,7 @@ impl CudaBackend {
     /// The rows' window offsets on the device, cached by content: most
     /// steps reuse a handful of row sets.
     fn offsets(&self, g: &Geom) -> BResult<Arc<CudaSlice<i32>>> {
+        let _span = self.trace.span("offsets");
         cached(&self.offsets_cache, &g.offsets, |v| self.htod(&v.iter().flat_map(|&(y, x)| [y, x]).collect::<Vec<_>>()))
     }
 
@@ -312,6 +347,7 @@ impl CudaBackend {
     /// checking that every per-neuron table of `tables` lengths covers them:
     /// a kernel reading past a table would read garbage, not fail.
     fn props(&self, what: &str, g: &Geom, tables: &[usize]) -> BResult<Arc<CudaSlice<u32>>> {
+        let _span = self.trace.span("props");
         g.check_tables(what, tables).map_err(BackendError::Failure)?;
         cached(&self.props_cache, &g.props, |v| self.htod(v))
     }

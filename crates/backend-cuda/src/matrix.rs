@@ -207,11 +207,13 @@ impl CudaBackend {
             if let Some(&bad) = keep.iter().find(|&&k| k as usize >= rows) {
                 return Err(BackendError::Failure(format!("compaction: row {bad} of {rows}")));
             }
-            let k = self.htod(keep)?;
+            // One compaction drops the same rows from every part and the
+            // constants: the list is uploaded once (cached as batch slots are).
+            let k = crate::cached(&self.props_cache, keep, |v| self.htod(v))?;
             let (nk, c) = (keep.len() as i32, cols as u64);
             let f = self.dev.func("point_compact", T::SUFFIX);
             let mut l = self.dev.stream.launch_builder(f);
-            l.arg(a).arg(&k).arg(&nk).arg(&c).arg(&out);
+            l.arg(a).arg(&*k).arg(&nk).arg(&c).arg(&out);
             unsafe { l.launch(grid_for(n)) }.map_err(|e| driver_err("point_compact", e))?;
         }
         Ok(out)

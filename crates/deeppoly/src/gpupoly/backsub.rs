@@ -283,8 +283,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         pending: &mut Pending<Geom, A::M>,
         cst: &mut A::C,
     ) -> Result<bool, AnalysisError> {
+        let _p = crate::base::profile::span("backsub.settle");
         let lb = A::c_fetched(self.backend, check.fetch)?;
         if rows.record(&lb, &check.orig) {
+            let _p = crate::base::profile::span("backsub.compact");
             let keep = rows.open();
             if keep.is_empty() {
                 return Ok(false);
@@ -303,6 +305,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         pending: &Pending<Geom, A::M>,
         cst: &A::C,
     ) -> Result<A::F, AnalysisError> {
+        let _p = crate::base::profile::span("backsub.fetch");
         let mut parts = pending.iter();
         let (&node, (g, mat)) = parts.next().expect("pending is never empty");
         let mut sum = A::concretize_add(self, st, node, mat, g, cst)?;
@@ -420,7 +423,6 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let be = self.backend;
         let x = node.inputs[0];
         let in_shape = self.net.node(x).shape;
-        let rows = g.rows();
         Ok(match &node.op {
             Op::Dense { .. } => {
                 let (m, d0) = self.to_full::<A>(st, k, g, m)?;
@@ -441,8 +443,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
             Op::Add => {
                 let (m2, d) = A::diag(self, st, k, &m, g)?;
-                let all: Vec<u32> = (0..rows as u32).collect();
-                let copy = A::compact(be, &m2, g, &all)?;
+                let copy = A::slice_cols(be, &m2, 0, g.cols())?;
                 let y = node.inputs[1];
                 (vec![(x, g.relabel(in_shape), m2), (y, g.relabel(self.net.node(y).shape), copy)], Some(d))
             }
