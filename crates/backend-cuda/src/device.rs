@@ -141,6 +141,30 @@ impl Drop for Device {
     }
 }
 
+/// Freed bytes the device's memory pool keeps across syncs. At the driver's
+/// default (0), memory the pool holds unused goes back to the driver at
+/// every sync (CUDA's documentation), and later allocations map it again.
+const POOL_KEEP: u64 = 1 << 30;
+
+/// Sets the default memory pool's release threshold to [`POOL_KEEP`]
+/// (a failure only costs speed).
+fn keep_pool(ctx: &CudaContext) {
+    use cudarc::driver::sys;
+    if ctx.bind_to_thread().is_err() {
+        return;
+    }
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `pool` receives the device's pool handle; the attribute's
+    // value is a u64, as the driver reads it.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS {
+            let mut keep = POOL_KEEP;
+            let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+            let _ = sys::cuMemPoolSetAttribute(pool, attr, (&mut keep as *mut u64).cast());
+        }
+    }
+}
+
 impl Device {
     /// Opens GPU `ordinal`, or says clearly why it cannot.
     pub fn open(ordinal: usize) -> Result<Self, BackendError> {
@@ -157,6 +181,7 @@ impl Device {
             return Err(BackendError::Unavailable(format!("no CUDA GPU {ordinal} (found {n})")));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| BackendError::Unavailable(format!("CUDA context: {e:?}")))?;
+        keep_pool(&ctx);
         let (major, minor) = ctx.compute_capability().map_err(|e| driver_err("compute capability", e))?;
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(BackendError::Unavailable("NVRTC (libnvrtc) not found: it compiles polycert's kernels".into()));

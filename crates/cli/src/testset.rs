@@ -126,7 +126,11 @@ impl TestSet<'_> {
     fn first_pass(&self, jobs: &[Job], emit: &mut dyn FnMut(usize, Record) -> Result<()>) -> Result<(Open, Phase)> {
         let cheap = Plan {
             workers: self.plan.workers,
-            opts: no_search(&self.plan.opts).with(|o| o.crown.optimize_slopes = false),
+            opts: no_search(&self.plan.opts).with(|o| {
+                o.crown.optimize_slopes = false;
+                // The first output pass proves many images without refining.
+                o.passes.first_output.get_or_insert(true);
+            }),
         };
         let t = Instant::now();
         let mut phase = Phase { name: "first pass", images: jobs.len(), ..Phase::default() };

@@ -152,8 +152,10 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arit
 /// ignored), in the refined node bounds and in the outputs' bounds.
 pub fn late_checks_same_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(19);
-    for k in 0..9 {
-        let (net, input, prop) = backsub_case(&mut rng, k, &[6, 16, 16, 16, 4]);
+    // Wide layers: checks that decide a few rows at a time leave them in the
+    // matrices (lazy compaction) as well as dropping them.
+    for k in 0..12 {
+        let (net, input, prop) = backsub_case(&mut rng, k, &[6, 40, 40, 40, 40, 40, 4]);
         let run = |late: bool| {
             let a = Analyzer::<B, T>::new(&net, be, opts(arith).with(|o| o.passes.late_checks = Some(late)))
                 .expect("prepare");

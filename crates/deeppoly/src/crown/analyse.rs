@@ -94,9 +94,17 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         };
         Self::check_consistent(&st)?;
         let all: Vec<usize> = (0..sps.len()).collect();
-        let mut res = {
+        // By default the outputs are proved before the refinement only where
+        // the result steers what follows: the optimised slopes' rows, and
+        // search leaves (their inherited bounds often prove them). Else, as
+        // GPUPoly, the refinement comes first.
+        let leaves = within.iter().any(|w| w.prior.is_some());
+        let first = leaves || self.opts.passes.first_output.unwrap_or(self.opts.crown.optimize_slopes);
+        let mut res = if first || !self.opts.passes.refine {
             let _p = crate::base::profile::span("prove_output");
             self.prove_output(&mut st, sps, &all, None, budget)?
+        } else {
+            unproved(sps)
         };
         let open: Vec<usize> = all.into_iter().filter(|&s| !res[s].proved).collect();
         let mut duals = Duals::default();
@@ -132,6 +140,12 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         Ok((res, Some(st), duals))
     }
+}
+
+/// Each sub-problem's result before any output pass: nothing proved.
+fn unproved(sps: &[&SubProblem]) -> Vec<SlotResult> {
+    let m = |sp: &SubProblem| sp.unsafe_region.iter().map(|c| c.len()).sum::<usize>();
+    sps.iter().map(|sp| SlotResult { lower: vec![f64::NEG_INFINITY; m(sp)], proved: false }).collect()
 }
 
 /// What a search leaf brings to its analysis: bounds known to hold over

@@ -252,14 +252,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let _p = crate::base::profile::span("backsub.check");
                 let fetch = self.fetch_pending::<A>(st, &pending, &cst)?;
                 let now = InFlight { fetch, orig: rows.orig.clone() };
+                let lazy = lag(&pending);
                 if let Some(prev) = inflight.replace(now)
-                    && !self.settle::<A>(&mut rows, prev, &mut pending, &mut cst)?
+                    && !self.settle::<A>(&mut rows, prev, &mut pending, &mut cst, lazy)?
                 {
                     break;
                 }
-                if last || !lag(&pending) {
+                if last || !lazy {
                     let now = inflight.take().expect("just queued");
-                    if !self.settle::<A>(&mut rows, now, &mut pending, &mut cst)? || last {
+                    if !self.settle::<A>(&mut rows, now, &mut pending, &mut cst, lazy)? || last {
                         break;
                     }
                 }
@@ -275,24 +276,30 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// Reads a check's bounds into `rows` and drops the rows it decides from
-    /// the matrices; whether any row is left open.
+    /// the matrices; whether any row is left open. With `lazy` (small steps
+    /// whose checks are read late), decided rows stay until they are a
+    /// quarter of the matrices' rows: a compaction costs more host time than
+    /// their share of the next steps. Later checks ignore them either way.
     fn settle<A: RowArith<B, T>>(
         &self,
         rows: &mut Tracked<'_>,
         check: InFlight<A::F>,
         pending: &mut Pending<Geom, A::M>,
         cst: &mut A::C,
+        lazy: bool,
     ) -> Result<bool, AnalysisError> {
         let _p = crate::base::profile::span("backsub.settle");
         let lb = A::c_fetched(self.backend, check.fetch)?;
         if rows.record(&lb, &check.orig) {
-            let _p = crate::base::profile::span("backsub.compact");
             let keep = rows.open();
             if keep.is_empty() {
                 return Ok(false);
             }
-            *cst = self.compact_pending::<A>(pending, cst, &keep)?;
-            rows.keep(&keep);
+            if !lazy || (rows.orig.len() - keep.len()) * 4 >= rows.orig.len() {
+                let _p = crate::base::profile::span("backsub.compact");
+                *cst = self.compact_pending::<A>(pending, cst, &keep)?;
+                rows.keep(&keep);
+            }
         }
         Ok(true)
     }

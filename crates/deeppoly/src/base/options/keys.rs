@@ -30,6 +30,7 @@ macro_rules! keys {
 
 keys! {
     passes.late_checks: auto_switch,
+    passes.first_output: auto_switch,
     crown.steps: count,
     crown.warm_steps: count,
     crown.stable_steps: count,

@@ -79,6 +79,10 @@ pub struct PassOptions {
     pub late_checks: Option<bool>,
     /// Second pass: tighten every unstable ReLU input by backsubstitution.
     pub refine: bool,
+    /// Prove the outputs once before the refinement too, so that what the
+    /// forward pass's bounds already prove skips it (default: where the
+    /// slopes are optimised, whose rows it picks; search leaves always do).
+    pub first_output: Option<bool>,
     /// Bytes for expression matrices (default: the backend's budget).
     pub memory_budget: Option<usize>,
     /// Properties analysed together by [`Analyzer::analyze_batch`]
@@ -99,6 +103,7 @@ impl Default for PassOptions {
             early_termination: true,
             late_checks: None,
             refine: true,
+            first_output: None,
             memory_budget: None,
             batch: None,
         }
