@@ -3,7 +3,7 @@
 # warm-up, on the GPU machine after `cargo xtask gpu-prepare`: `--batch 1 --jobs 1 --no-bab` plus
 # EXTRA (default `--no-alpha --attack-steps 0`, GPUPoly's work), A with no more flags, B with
 # `--set $B` (e.g. `B=passes.late_checks=off`), or B the binary BIN_B (two builds). Prints
-# per-network medians of each round.
+# per-network medians of each round. PIN (a core list) runs every process under taskset.
 set -uo pipefail
 OUT="${OUT:-out}"
 mkdir -p "$OUT"
@@ -19,7 +19,7 @@ run() {
     [ "${tag:0:1}" = B ] && bin=$BIN_B
     for b in mnist_fc cifar10_resnet; do
         # shellcheck disable=SC2086
-        "$bin" vnncomp --overwrite --backend cuda --batch 1 --jobs 1 --no-bab $EXTRA "$@" \
+        ${PIN:+taskset -c "$PIN"} "$bin" vnncomp --overwrite --backend cuda --batch 1 --jobs 1 --no-bab $EXTRA "$@" \
             --instances "$C/bench/$b/instances.csv" --results "$OUT/${b}_$tag.csv" > "$OUT/${b}_$tag.log" 2>&1
     done
 }

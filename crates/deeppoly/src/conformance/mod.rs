@@ -149,9 +149,14 @@ pub fn early_termination_same_verdicts<B: Backend<T>, T: Fp>(be: &B, arith: Arit
 
 /// Early-termination checks read one step late give every row the bound it
 /// gets when each check is read at once (a decided row's later steps are
-/// ignored), in the refined node bounds and in the outputs' bounds.
+/// ignored), in the refined node bounds and in the outputs' bounds. Late
+/// checks may leave decided rows in the matrices, and a vendor GEMM may
+/// round a row differently among more rows: bounds agree to within 4096
+/// units of `T`'s roundoff, not bit for bit (a misplaced row is far off).
 pub fn late_checks_same_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(19);
+    let tol = 4096.0 * T::UNIT_ROUNDOFF;
+    let close = |a: f64, b: f64| a == b || (a - b).abs() <= tol * (1.0 + a.abs().max(b.abs()));
     // Wide layers: checks that decide a few rows at a time leave them in the
     // matrices (lazy compaction) as well as dropping them.
     for k in 0..12 {
@@ -164,9 +169,16 @@ pub fn late_checks_same_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
         };
         let ((n0, o0), (n1, o1)) = (run(false), run(true));
         assert_eq!(o0.verdict, o1.verdict, "net {k}");
-        assert_eq!(o0.lower_bounds, o1.lower_bounds, "net {k}: output bounds");
+        let pairs = o0.lower_bounds.iter().zip(&o1.lower_bounds);
+        assert!(o0.lower_bounds.len() == o1.lower_bounds.len(), "net {k}: output rows");
+        for (j, (&a, &b)) in pairs.enumerate() {
+            assert!(close(a, b), "net {k}: output bound {j}: {a} against {b}");
+        }
         for (i, (a, b)) in n0.iter().zip(&n1).enumerate() {
-            assert_eq!((&a.lo, &a.hi), (&b.lo, &b.hi), "net {k} node {i}");
+            let both = a.lo.iter().zip(&b.lo).chain(a.hi.iter().zip(&b.hi));
+            for (&x, &y) in both {
+                assert!(close(x, y), "net {k} node {i}: {x} against {y}");
+            }
         }
     }
 }
