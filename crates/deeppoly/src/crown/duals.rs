@@ -72,9 +72,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .par_iter()
             .map(|&s| prepare_job(net, st, (sps[s], s, &res[s].lower), within.get(s).unwrap_or(&none), &bias))
             .collect();
+        // With no search after this analysis, a hopeless slot's search ends early.
+        let root = within.iter().all(|w| w.prior.is_none()) && self.branching().is_none();
+        let hopeless = Some(tune.hopeless_pace).filter(|&f| root && f > 0.0);
         let mut searches: Vec<Option<SlotSearch>> = prepared
             .par_iter()
-            .map(|j| SlotSearch::new(net, &j.view, &j.rows, j.splits, (lower, tune), (slopes, j.warm)))
+            .map(|j| {
+                let s = SlotSearch::new(net, &j.view, &j.rows, j.splits, (lower, tune), (slopes, j.warm));
+                s.map(|s| s.hopeless_after(hopeless))
+            })
             .collect();
         drop(prep);
         let auto = self.opts.crown.relaxed_on == RelaxedOn::Auto && self.backend.offload_relaxed();

@@ -130,6 +130,8 @@ pub(crate) struct SlotSearch {
     done: bool,
     best: f64,
     chosen: Option<(Option<Slopes>, Vec<Vec<f64>>)>,
+    /// Ends a search that cannot prove its slot, where nothing follows it.
+    hopeless: Option<crate::crown::hopeless::Hopeless>,
 }
 
 impl SlotSearch {
@@ -198,7 +200,15 @@ impl SlotSearch {
             done: false,
             best: f64::NEG_INFINITY,
             chosen: None,
+            hopeless: None,
         })
+    }
+
+    /// With `factor` (nothing follows the search), it ends once a row
+    /// cannot reach the margin (`hopeless.rs`).
+    pub(crate) fn hopeless_after(mut self, factor: Option<f64>) -> Self {
+        self.hopeless = factor.map(|f| crate::crown::hopeless::Hopeless::new(f, self.d.len()));
+        self
     }
 
     /// The slopes to evaluate at (`None`: the relaxation's own).
@@ -251,7 +261,9 @@ impl SlotSearch {
             self.best = objective;
             self.chosen = Some((self.alpha().cloned(), self.betas.clone()));
         }
-        if (t > 1 && evals.iter().all(|e| e.0 > margin)) || t > self.steps {
+        let left = (self.steps + 1).saturating_sub(t);
+        let hopeless = self.hopeless.as_mut().is_some_and(|h| h.ends(t, evals.iter().map(|e| e.0), left, margin));
+        if (t > 1 && evals.iter().all(|e| e.0 > margin)) || t > self.steps || hopeless {
             self.done = true;
             return;
         }

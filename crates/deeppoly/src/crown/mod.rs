@@ -5,6 +5,7 @@
 
 pub(crate) mod analyse;
 pub(crate) mod duals;
+pub(crate) mod hopeless;
 pub(crate) mod hostrows;
 pub(crate) mod lagrange;
 pub(crate) mod relaxed;

@@ -27,6 +27,10 @@ pub struct CrownOptions {
     /// The relaxed bound at which a row stops pulling (the sound
     /// backsubstitution with the same parameters then proves it).
     pub proved_margin: f64,
+    /// With no branch and bound after it, an α/β search ends once a row,
+    /// gaining this many times its fastest step so far at every step left,
+    /// would stay below the margin (`hopeless.rs`; 0: never).
+    pub hopeless_pace: f64,
     /// The fewest open rows the host evaluates together (`hostrows.rs`).
     pub host_batch_rows: usize,
     /// Layers with more unstable neurons than this keep DeepPoly's bounds
@@ -50,6 +54,7 @@ impl Default for CrownOptions {
             lr_alpha: 0.1,
             lr_beta: 0.05,
             proved_margin: 1e-4,
+            hopeless_pace: 3.0,
             host_batch_rows: 1,
             layer_max_unstable: 512,
             layer_leaf_gain: 0.08,

@@ -37,6 +37,7 @@ keys! {
     crown.lr_alpha: above_zero,
     crown.lr_beta: above_zero,
     crown.proved_margin: at_least_zero,
+    crown.hopeless_pace: at_least_zero,
     crown.host_batch_rows: positive,
     crown.layer_max_unstable: count,
     crown.layer_leaf_gain: at_least_zero,
