@@ -45,8 +45,14 @@ pub fn forward_dense<T: Fp>(
     model: FloatModel,
 ) -> AffineForward<Vec<T>> {
     let rows = crate::util::map_range(b.len(), b.len() * n_in, |i| {
-        let acc = kernels::dot_planes(xlo, xhi, &w[i * n_in..(i + 1) * n_in]);
-        finish_affine(acc, b[i], model)
+        finish_affine(dot_row(xlo, xhi, &w[i * n_in..(i + 1) * n_in]), b[i], model)
     });
     split(rows)
+}
+
+crate::lanes::twin! {
+    /// One neuron's interval dot product ([`kernels::dot_planes`]).
+    fn dot_row<T: Fp>(xlo: &[T], xhi: &[T], w: &[T]) -> DotAcc {
+        kernels::dot_planes(xlo, xhi, w)
+    }
 }

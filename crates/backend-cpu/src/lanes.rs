@@ -3,9 +3,9 @@
 //! vectorises them. A row's sums are widened for any summation order of
 //! its terms (zero terms add exactly), so lanes change no bound's validity.
 //!
-//! [`twin!`] compiles a row function twice, for the baseline and for AVX2,
-//! and picks one at run time. Rust never fuses a multiply and an add by
-//! itself, so both copies round alike.
+//! [`twin!`] compiles a row function three times, for the baseline, AVX2
+//! and AVX-512, and picks one at run time. Rust never fuses a multiply and
+//! an add by itself, so all copies round alike.
 
 use polycert_interval::Fp;
 
@@ -148,8 +148,15 @@ pub fn has_avx2() -> bool {
     *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
 
-/// A generic row function compiled for the baseline and for AVX2, the
-/// copy picked at run time.
+/// Whether this CPU runs AVX-512 code (F and VL, asked once).
+#[cfg(target_arch = "x86_64")]
+pub fn has_avx512() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| has_avx2() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl"))
+}
+
+/// A generic row function compiled for the baseline, for AVX2 and for
+/// AVX-512, the copy picked at run time.
 macro_rules! twin {
     ($(#[$m:meta])* $vis:vis fn $name:ident<T: Fp>($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
         $(#[$m])*
@@ -160,6 +167,16 @@ macro_rules! twin {
             #[target_feature(enable = "avx2,fma")]
             fn wide<T: Fp>($($arg: $ty),*) -> $ret {
                 body($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+            fn widest<T: Fp>($($arg: $ty),*) -> $ret {
+                body($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            if $crate::lanes::has_avx512() {
+                // SAFETY: the CPU runs AVX-512 F/VL, AVX2 and FMA code (checked above).
+                return unsafe { widest($($arg),*) };
             }
             #[cfg(target_arch = "x86_64")]
             if $crate::lanes::has_avx2() {
