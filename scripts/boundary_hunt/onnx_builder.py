@@ -91,11 +91,13 @@ class Builder:
     def const(self, arr) -> str:
         """A float32 constant, supplied by a random constant subgraph: an
         initialiser, a Constant node, Mul/Div/Add/Sub of initialisers, a
-        Cast of a double initialiser (the network computes whatever the
-        fold gives; onnxruntime is the reference)."""
+        Cast of a double initialiser, or shape arithmetic as exporters leave
+        it (ConstantOfShape, Equal, Greater, And, Where; Range and Gather;
+        Expand) (the network computes whatever the fold gives; onnxruntime
+        is the reference)."""
         arr = np.asarray(arr, dtype=F32)
         r = self.rng
-        mode = self.pick(["init"] * 8 + ["constant", "mul", "div", "chain", "cast"])
+        mode = self.pick(["init"] * 8 + ["constant", "mul", "div", "chain", "cast", "where", "range", "expand"])
         if mode == "init":
             return self.init(arr)
         self.features.add("const:" + mode)
@@ -119,9 +121,29 @@ class Builder:
             z = r.normal(0, 1, size=()).astype(F32)
             s = self.node("Add", [s, self.init(np.array(z))])
             return self.node("Sub", [s, self.init(np.array(z))])
+        if mode in ("where", "range", "expand"):
+            return self.shape_arith(arr, mode)
         # cast
         a64 = arr.astype(np.float64) * (1 + r.normal(0, 1e-9, size=arr.shape))
         return self.node("Cast", [self.init(a64)], to=TensorProto.FLOAT)
+
+    def shape_arith(self, arr, mode: str) -> str:
+        """`arr` computed through ops that only fold on constants."""
+        dims = self.ints(list(arr.shape))
+        if mode == "where":
+            one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+            zero = helper.make_tensor("zero", TensorProto.INT64, [1], [0])
+            ones = self.node("ConstantOfShape", [dims], value=one)
+            zeros = self.node("ConstantOfShape", [dims], value=zero)
+            keep = self.node("And", [self.node("Equal", [ones, ones]), self.node("Greater", [ones, zeros])])
+            junk = self.rng.normal(0, 1, size=arr.shape).astype(F32)
+            return self.node("Where", [keep, self.init(arr), self.init(junk)])
+        if mode == "range":
+            idx = self.node("Range", [self.init(np.array(0, np.int64)), self.init(np.array(arr.size, np.int64)),
+                                      self.init(np.array(1, np.int64))])
+            flat = self.node("Gather", [self.init(arr.reshape(-1)), idx], axis=0)
+            return self.node("Reshape", [flat, dims])
+        return self.node("Expand", [self.init(arr), self.ints([1] * arr.ndim)])
 
     # -- weights ----------------------------------------------------------
     def weights(self, shape, fan_in: int, is_input: bool = False):

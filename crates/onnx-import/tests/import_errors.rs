@@ -156,3 +156,26 @@ fn mutated_models_never_panic() {
         }
     }
 }
+
+#[test]
+fn shape_arithmetic_on_network_values_is_refused_by_name() {
+    let one = |n: polycert_onnx::onnx_pb::NodeProto, inits| model(&[1, 2], vec![n], inits, 13);
+    let refused = |m: &polycert_onnx::onnx_pb::ModelProto, words: &[&str]| {
+        let e = import_err(m);
+        assert!(matches!(e, ImportError::Unsupported { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(words.iter().all(|w| msg.contains(w)) && !msg.contains('\n'), "{msg}");
+    };
+    // An Expand that repeats network values; one that changes nothing imports.
+    let expand = |to: &[i64]| one(node("Expand", "ex", &["x", "s"], &["y"], vec![]), vec![int64s("s", to, false)]);
+    refused(&expand(&[3, 2]), &["'ex'", "Expand", "[1, 2]", "[3, 2]"]);
+    assert_eq!(eval::<f64>(&import(&expand(&[1, 2])).network, &[3.0, -4.0]), [3.0, -4.0]);
+    let c = floats("c", &[1, 2], &[1.0, 2.0]);
+    refused(&one(node("Where", "sel", &["x", "c", "c"], &["y"], vec![]), vec![c.clone()]), &["'sel'", "Where"]);
+    refused(&one(node("Greater", "cmp", &["x", "c"], &["y"], vec![]), vec![c]), &["'cmp'", "Greater", "step"]);
+    // A folded constant past the size limit is refused, not allocated.
+    let huge =
+        one(node("ConstantOfShape", "big", &["s"], &["y"], vec![]), vec![int64s("s", &[1 << 20, 1 << 20], false)]);
+    let msg = import_err(&huge).to_string();
+    assert!(msg.contains("'big'") && msg.contains("ConstantOfShape") && msg.contains("elements"), "{msg}");
+}

@@ -2,6 +2,7 @@
 
 mod affine;
 mod conv_transpose;
+mod fold;
 mod linear;
 mod pad;
 mod piecewise;
@@ -14,7 +15,8 @@ use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
 const SUPPORTED: &str = "Gemm, MatMul, Conv, ConvTranspose (as a dense layer), Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
-    Pad (zeros on H and W), Softmax (last, dropped), Squeeze, Unsqueeze, Concat, Identity, Dropout, and on constants Shape, Cast, Constant";
+    Pad (zeros on H and W), Softmax (last, dropped), Squeeze, Unsqueeze, Concat, Identity, Dropout, Expand (of constants, or changing nothing), and on constants Shape, Cast, Constant, ConstantOfShape, \
+    Range, Where, Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not";
 
 /// Lowers one node, returning the values of its outputs in order (fewer
 /// than the node declares when the rest are unsupported and unused).
@@ -48,6 +50,13 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Split" => shape::split(imp, node),
         "Cast" => one(shape::cast(imp, node)?),
         "Constant" => one(shape::constant(imp, node)?),
+        "ConstantOfShape" => one(fold::constant_of_shape(imp, node)?),
+        "Expand" => one(fold::expand(imp, node)?),
+        "Range" => one(fold::range(imp, node)?),
+        "Where" => one(fold::where_(imp, node)?),
+        "Equal" | "Greater" | "Less" | "GreaterOrEqual" | "LessOrEqual" | "And" | "Or" | "Xor" | "Not" => {
+            one(fold::logic(imp, node)?)
+        }
         "Identity" | "Dropout" => one(shape::identity(imp, node)?),
         "Softmax" => one(softmax::softmax(imp, node)?),
         "LogSoftmax" => unsupported(
