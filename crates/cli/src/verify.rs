@@ -184,6 +184,11 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
         None => image_jobs(&a, &imported)?,
     };
     let mut plan = a.analysis.plan(&engine, work.jobs.len(), a.timeout);
+    // One property: its timeout counts from the start, import and parsing included.
+    if let (Some(t), Some(_)) = (a.timeout, a.property_path()) {
+        let end = start + std::time::Duration::from_secs_f64(t);
+        plan.opts.deadline = Some(plan.opts.deadline.map_or(end, |d| d.min(end)));
+    }
     let progress = std::sync::Arc::new(polycert_deeppoly::base::progress::Progress::default());
     plan.opts.progress = Some(progress.clone());
     let bar = live::bar(work.jobs.len());

@@ -116,7 +116,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 self.refine_all(&mut st, &open, &after, &inter, gate, budget)?;
             }
             Self::check_consistent(&st)?;
-            duals = self.choose_parameters(&st, sps, &open, within, &res);
+            duals = self.choose_parameters(&st, sps, &open, within, &res, budget);
             if !duals.slopes.is_empty() {
                 self.set_slopes(&mut st, &duals.slopes)?;
             }

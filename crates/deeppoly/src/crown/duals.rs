@@ -5,6 +5,7 @@
 
 use crate::base::analyzer::Analyzer;
 use crate::base::backend::Backend;
+use crate::base::budget::Budget;
 use crate::base::options::RelaxedOn;
 use crate::base::property::SubProblem;
 use crate::base::relax::Slopes;
@@ -18,6 +19,9 @@ use crate::gpupoly::passes::SlotResult;
 use polycert_interval::Fp;
 use rayon::prelude::*;
 use std::time::Instant;
+
+/// Rows a host step evaluates between two looks at the deadline.
+const HOST_ROWS_PART: usize = 256;
 
 /// One open slot's share of the α/β search: its rows, bounds, constant
 /// intervals (as rounding offsets) and split constraints.
@@ -54,6 +58,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         open: &[usize],
         within: &[Within<'_, T>],
         res: &[SlotResult],
+        budget: Budget,
     ) -> Duals {
         let _p = crate::base::profile::span("lagrange");
         let slopes = self.opts.crown.optimize_slopes;
@@ -91,7 +96,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         };
         let start = Instant::now();
         // A network the backend path declines is timed as the host's.
-        let on_backend = on_backend && self.search_on_backend(&prepared, &mut searches);
+        let on_backend = on_backend && self.search_on_backend(&prepared, &mut searches, budget);
         // What the backend did not finish (an exact leaf's long search, a
         // network it does not evaluate) ends on the host.
         let _h = crate::base::profile::span("lagrange.host");
@@ -101,7 +106,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             RelaxedOn::Host | RelaxedOn::Backend => false,
         };
         if host_rows {
-            self.search_on_host_rows(&prepared, &mut searches);
+            self.search_on_host_rows(&prepared, &mut searches, budget);
         }
         let chosen: Vec<Finished> = prepared
             .into_par_iter()
@@ -119,6 +124,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         &j.rows,
                         j.splits,
                         lower,
+                        budget,
                     )
                 };
                 Some(Finished { s: j.s, hs: j.hs, chosen, work })
@@ -148,7 +154,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// (`hostrows.rs`), on a network of dense layers and ReLUs; the rest
     /// finish in `finish_on_host`. A search whose bound is not finite ends
     /// without a choice, as there.
-    fn search_on_host_rows(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>]) {
+    fn search_on_host_rows(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>], budget: Budget) {
         if !crate::crown::hostrows::supported(self.net) {
             return;
         }
@@ -169,7 +175,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         // rows below `host_batch_rows`.
         let (steps, least) = (self.opts.crown.steps, self.opts.crown.host_batch_rows);
         let short = |s: &SlotSearch| s.steps() <= steps && !s.done();
-        loop {
+        while !budget.expired() {
             let live: Vec<usize> = (0..jobs.len()).filter(|&k| searches[k].as_ref().is_some_and(short)).collect();
             if live.iter().map(|&k| jobs[k].rows.len()).sum::<usize>() < least {
                 return;
@@ -182,7 +188,15 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                         rows.push(RowIn { spec, lines: &lines[k], alpha: s.alpha(), beta: &b[..] });
                     }
                 }
-                crate::crown::hostrows::eval_rows(self.net, hw, &rows)
+                // In parts, so that a step over many rows keeps the deadline.
+                let mut evals = Vec::with_capacity(rows.len());
+                for part in rows.chunks(HOST_ROWS_PART) {
+                    if budget.expired() {
+                        return;
+                    }
+                    evals.extend(crate::crown::hostrows::eval_rows(self.net, hw, part));
+                }
+                evals
             };
             let mut evals = evals.into_iter();
             for &k in &live {
@@ -199,7 +213,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     /// row's relaxed bound evaluated on the backend per step
     /// (`relaxed.rs`). A search the backend cannot evaluate is left where it
     /// stopped, for the host. Returns whether the backend evaluated any row.
-    fn search_on_backend(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>]) -> bool {
+    fn search_on_backend(&self, jobs: &[Job<'_, T>], searches: &mut [Option<SlotSearch>], budget: Budget) -> bool {
         let steps = self.opts.crown.steps;
         let take: Vec<usize> =
             (0..jobs.len()).filter(|&k| searches[k].as_ref().is_some_and(|s| s.steps() <= steps)).collect();
@@ -213,7 +227,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let tables = crate::base::profile::span("lagrange.tables");
         let Ok(Some(relaxed)) = RelaxedRows::new(self, &specs, self.opts.passes.relu_lower) else { return false };
         drop(tables);
-        while take.iter().any(|&k| searches[k].as_ref().is_some_and(|s| !s.done())) {
+        while !budget.expired() && take.iter().any(|&k| searches[k].as_ref().is_some_and(|s| !s.done())) {
             let evals = {
                 let (mut alpha, mut beta) = (Vec::with_capacity(specs.len()), Vec::with_capacity(specs.len()));
                 for &k in &take {

@@ -311,12 +311,15 @@ pub(crate) fn optimize<T: Fp>(
         rows,
         splits,
         lower,
+        crate::base::budget::Budget::UNLIMITED,
     )
     .0
 }
 
 /// Runs `search` to its end with its rows' relaxed bounds evaluated on the
-/// host, row by row; also returns its row evaluations.
+/// host, row by row; also returns its row evaluations. Past `budget`'s
+/// deadline it stops with the best parameters so far (an unfinished step's
+/// rows are dropped).
 pub(crate) fn finish_on_host<T: Fp>(
     mut search: SlotSearch,
     net: &Network,
@@ -324,18 +327,25 @@ pub(crate) fn finish_on_host<T: Fp>(
     rows: &[Objective<'_>],
     splits: &[SplitConstraint],
     lower: ReluLower,
+    budget: crate::base::budget::Budget,
 ) -> (Option<Chosen>, usize) {
-    while !search.done() {
+    while !search.done() && !budget.expired() {
         let a = search.alpha();
-        let evals: Option<Vec<Eval>> = rows
+        let evals: Vec<Option<Eval>> = rows
             .par_iter()
             .zip(search.betas())
             .map(|(r, b)| {
+                if budget.expired() {
+                    return None;
+                }
                 relaxed_bound(net, (bounds, offsets), (net.output(), r.c), splits, b, a, lower)
                     .map(|(l, gb, ga)| (l, gb, SlopeGrads::Dense(ga)))
             })
             .collect();
-        let Some(evals) = evals else { return (None, search.evaluations()) };
+        if budget.expired() {
+            break;
+        }
+        let Some(evals) = evals.into_iter().collect() else { return (None, search.evaluations()) };
         search.update(evals);
     }
     let work = search.evaluations();

@@ -73,6 +73,11 @@ type Pending<G, M> = BTreeMap<NodeId, (G, M)>;
 /// keep the GPU busy while the host waits: a batch of a test set's images).
 const LATE_MAX: usize = 1 << 20;
 
+/// Most multiply-adds of one step of a chunk on a backend whose steps the
+/// host waits for, with a deadline (a few hundredths of a second on two
+/// CPU cores: a timeout then holds to that).
+const STEP_WORK_MAX: usize = 1 << 32;
+
 /// A chunk's rows during backsubstitution: each row's best lower bound so
 /// far, for each row still in the matrices its index among the chunk's
 /// rows, and the groups decided so far.
@@ -163,6 +168,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         let cols = rows.geom.cols();
         let per_row = self.predict_row_bytes(rows.start, &rows.geom, A::PLANES).max(1);
         let mut chunk = (self.memory_budget() / per_row).clamp(1, n.max(1));
+        // Where steps run while the host waits (the CPU), a deadline holds
+        // only between steps: a chunk's steps stay short.
+        if budget.deadline().is_some() && !A::fetch_overlaps(self.backend) {
+            chunk = chunk.min((STEP_WORK_MAX / self.step_work_per_row(rows.start)).max(1));
+        }
         let mut out = Vec::with_capacity(n);
         let mut start = 0;
         while start < n {
@@ -364,6 +374,20 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         Ok(after_relu)
+    }
+
+    /// An upper bound on a row's multiply-adds in any step from node
+    /// `start` back: a node's size times, for an affine one, each output's
+    /// weights.
+    fn step_work_per_row(&self, start: NodeId) -> usize {
+        let nodes = &self.net.nodes()[..=start.min(self.net.nodes().len() - 1)];
+        let fan = |op: &Op, n_in: usize| match op {
+            Op::Dense { .. } => n_in,
+            Op::Conv2d(c) => c.weight.len() / c.c_out.max(1),
+            _ => 1,
+        };
+        let n_in = |node: &crate::base::ir::Node| node.inputs.first().map_or(1, |&i| self.net.node(i).shape.numel());
+        nodes.iter().map(|node| node.shape.numel().saturating_mul(fan(&node.op, n_in(node)))).max().unwrap_or(1).max(1)
     }
 
     /// Adds an expression part into the pending set (residual merge);

@@ -400,54 +400,42 @@ impl Parser<'_> {
     }
 
     /// Combines the always-present atoms with one disjunct of each
-    /// disjunctive assertion, grouping the results by input box.
+    /// disjunctive assertion, grouping the results by input box. A box is
+    /// built once per choice of the disjuncts that bound inputs (a property
+    /// of 10^5 output disjuncts over one box converts its bounds once).
     fn subproblems(&self, base: &[Cls], multi: &[Vec<Vec<Cls>>]) -> Result<Vec<SubProblem>, VnnlibError> {
         let total = multi.iter().try_fold(1usize, |a, d| a.checked_mul(d.len()).filter(|&t| t <= MAX_DISJUNCTS));
         if total.is_none() {
             return Err(self.semantic(format!("the normal form has more than {MAX_DISJUNCTS} disjuncts")));
         }
-        let n_in = self.n[0];
+        let shapes_box = |d: &[Cls]| d.iter().any(|a| matches!(a, Cls::Bound(..)));
         let mut out: Vec<SubProblem> = Vec::new();
+        // Per choice of the box-shaping disjuncts: its sub-problem's index
+        // (or its box, while only vacuous disjuncts met it); `None`: empty.
+        let mut boxes: HashMap<Vec<usize>, Option<Grouped>> = HashMap::new();
         let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
         let mut choice = vec![0usize; multi.len()];
         let mut vacuous: Option<InputBox> = None;
         loop {
-            let mut lo: Vec<Option<Bound>> = vec![None; n_in];
-            let mut hi: Vec<Option<Bound>> = vec![None; n_in];
-            let mut conj = Vec::new();
-            let mut feasible = true;
-            let picked = multi.iter().zip(&choice).flat_map(|(d, &k)| d[k].iter());
-            for a in base.iter().chain(picked) {
-                match a {
-                    Cls::True => {}
-                    Cls::False => feasible = false,
-                    Cls::Bound(i, true, b) => tighter(&mut hi[*i], b, true),
-                    Cls::Bound(i, false, b) => tighter(&mut lo[*i], b, false),
-                    Cls::Out(h) => conj.push(h.clone()),
-                }
+            let picked = || multi.iter().zip(&choice).flat_map(|(d, &k)| d[k].iter());
+            let key: Vec<usize> =
+                choice.iter().zip(multi).map(|(&k, d)| if shapes_box(&d[k]) { k } else { usize::MAX }).collect();
+            if !boxes.contains_key(&key) {
+                let b = self.input_box(base.iter().chain(picked()))?;
+                boxes.insert(key.clone(), b.map(Grouped::Box));
             }
-            if let Some(i) = (0..n_in).find(|&i| lo[i].is_none() || hi[i].is_none()) {
-                let which = if lo[i].is_none() { "lower" } else { "upper" };
-                return Err(self.semantic(format!("X_{i} has no {which} bound")));
-            }
-            let (lo, hi): (Vec<Bound>, Vec<Bound>) =
-                (lo.into_iter().flatten().collect(), hi.into_iter().flatten().collect());
-            let nonempty = |(l, h): (&Bound, &Bound)| match exact::cmp_q(&l.v, &h.v) {
-                Ordering::Less => true,
-                Ordering::Equal => !l.strict && !h.strict,
-                Ordering::Greater => false,
-            };
-            if lo.iter().zip(&hi).all(nonempty) {
-                let input = stated_box(&lo, &hi).map_err(|e| self.semantic(e.to_string()))?;
+            let feasible = !base.iter().chain(picked()).any(|a| matches!(a, Cls::False));
+            if let Some(slot) = boxes.get_mut(&key).expect("just built").as_mut() {
                 if feasible {
-                    let k = *index.entry(box_key(&input)).or_insert_with(|| {
-                        out.push(SubProblem { input, unsafe_region: Vec::new() });
-                        out.len() - 1
-                    });
-                    out[k].unsafe_region.push(conj);
-                } else {
+                    let k = slot.index(&mut out, &mut index);
+                    let outs = base
+                        .iter()
+                        .chain(picked())
+                        .filter_map(|a| if let Cls::Out(h) = a { Some(h.clone()) } else { None });
+                    out[k].unsafe_region.push(outs.collect());
+                } else if vacuous.is_none() {
                     // Outputs that no value meets (`0 ≤ −1`): nothing to reach here.
-                    vacuous.get_or_insert(input);
+                    vacuous = Some(slot.input(&out).clone());
                 }
             }
             // next combination, the last assertion varying fastest
@@ -469,6 +457,69 @@ impl Parser<'_> {
             (true, Some(input)) => Ok(vec![SubProblem { input, unsafe_region: Vec::new() }]),
             (true, None) => Err(self.semantic("the input constraints are unsatisfiable".into())),
             (false, _) => Ok(out),
+        }
+    }
+
+    /// The box of a conjunction's input bounds (`None`: empty).
+    fn input_box<'c>(&self, atoms: impl Iterator<Item = &'c Cls>) -> Result<Option<InputBox>, VnnlibError> {
+        let n_in = self.n[0];
+        let mut lo: Vec<Option<Bound>> = vec![None; n_in];
+        let mut hi: Vec<Option<Bound>> = vec![None; n_in];
+        for a in atoms {
+            match a {
+                Cls::Bound(i, true, b) => tighter(&mut hi[*i], b, true),
+                Cls::Bound(i, false, b) => tighter(&mut lo[*i], b, false),
+                _ => {}
+            }
+        }
+        if let Some(i) = (0..n_in).find(|&i| lo[i].is_none() || hi[i].is_none()) {
+            let which = if lo[i].is_none() { "lower" } else { "upper" };
+            return Err(self.semantic(format!("X_{i} has no {which} bound")));
+        }
+        let (lo, hi): (Vec<Bound>, Vec<Bound>) =
+            (lo.into_iter().flatten().collect(), hi.into_iter().flatten().collect());
+        let nonempty = |(l, h): (&Bound, &Bound)| match exact::cmp_q(&l.v, &h.v) {
+            Ordering::Less => true,
+            Ordering::Equal => !l.strict && !h.strict,
+            Ordering::Greater => false,
+        };
+        if !lo.iter().zip(&hi).all(nonempty) {
+            return Ok(None);
+        }
+        stated_box(&lo, &hi).map(Some).map_err(|e| self.semantic(e.to_string()))
+    }
+}
+
+/// A nonempty box of [`Parser::subproblems`]: built, or already the
+/// sub-problem at an index.
+enum Grouped {
+    Box(InputBox),
+    At(usize),
+}
+
+impl Grouped {
+    /// The index of this box's sub-problem, added (or merged with an equal
+    /// box's) on first use.
+    fn index(&mut self, out: &mut Vec<SubProblem>, index: &mut HashMap<Vec<u64>, usize>) -> usize {
+        let input = match std::mem::replace(self, Grouped::At(0)) {
+            Grouped::At(k) => {
+                *self = Grouped::At(k);
+                return k;
+            }
+            Grouped::Box(input) => input,
+        };
+        let k = *index.entry(box_key(&input)).or_insert_with(|| {
+            out.push(SubProblem { input, unsafe_region: Vec::new() });
+            out.len() - 1
+        });
+        *self = Grouped::At(k);
+        k
+    }
+
+    fn input<'o>(&'o self, out: &'o [SubProblem]) -> &'o InputBox {
+        match self {
+            Grouped::Box(b) => b,
+            Grouped::At(k) => &out[*k].input,
         }
     }
 }
