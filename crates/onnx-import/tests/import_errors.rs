@@ -173,6 +173,11 @@ fn shape_arithmetic_on_network_values_is_refused_by_name() {
     let c = floats("c", &[1, 2], &[1.0, 2.0]);
     refused(&one(node("Where", "sel", &["x", "c", "c"], &["y"], vec![]), vec![c.clone()]), &["'sel'", "Where"]);
     refused(&one(node("Greater", "cmp", &["x", "c"], &["y"], vec![]), vec![c]), &["'cmp'", "Greater", "step"]);
+    // Too few inputs: an error naming the op, not a panic.
+    let short =
+        one(node("Range", "rg", &["a", "b"], &["y"], vec![]), vec![int64s("a", &[0], false), int64s("b", &[4], false)]);
+    let msg = import_err(&short).to_string();
+    assert!(msg.contains("'rg'") && msg.contains("Range needs 3 inputs"), "{msg}");
     // A folded constant past the size limit is refused, not allocated.
     let huge =
         one(node("ConstantOfShape", "big", &["s"], &["y"], vec![]), vec![int64s("s", &[1 << 20, 1 << 20], false)]);

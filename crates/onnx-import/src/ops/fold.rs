@@ -34,9 +34,13 @@ fn shape_input(imp: &Importer, node: &Node, k: usize) -> OpResult<Vec<usize>> {
         .collect()
 }
 
-/// Every input constant, or a one-line refusal naming the op.
-fn constants(imp: &Importer, node: &Node, why: &str) -> OpResult<Vec<Tensor>> {
+/// Every input constant (at least `need` of them), or a one-line refusal
+/// naming the op.
+fn constants(imp: &Importer, node: &Node, need: usize, why: &str) -> OpResult<Vec<Tensor>> {
     let names: Vec<&str> = (0..node.proto.input.len()).filter_map(|k| node.input(k)).collect();
+    if names.len() < need {
+        return Err(format!("{} needs {need} inputs, has {}", node.op(), names.len()).into());
+    }
     if let Some(n) = names.iter().find(|n| !imp.is_const(n)) {
         return unsupported(format!("{} of a network value ('{n}'): {why}", node.op()));
     }
@@ -79,7 +83,7 @@ pub(super) fn expand(imp: &mut Importer, node: &Node) -> OpResult<Value> {
 }
 
 pub(super) fn range(imp: &mut Importer, node: &Node) -> OpResult<Value> {
-    let c = constants(imp, node, "only constant ranges are supported")?;
+    let c = constants(imp, node, 3, "only constant ranges are supported")?;
     let [start, limit, delta] = [&c[0], &c[1], &c[2]].map(|t| t.data.first().copied());
     let (Some(start), Some(limit), Some(delta)) = (start, limit, delta) else {
         return Err("Range: start, limit and delta must be scalars".into());
@@ -87,14 +91,14 @@ pub(super) fn range(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     if delta == 0.0 || !(start.is_finite() && limit.is_finite() && delta.is_finite()) {
         return Err(format!("Range: start {start}, limit {limit}, delta {delta} give no finite range").into());
     }
-    let len = ((limit - start) / delta).ceil().max(0.0);
-    if len > MAX_FOLDED as f64 {
-        return Err(format!("Range: {len} elements, over {MAX_FOLDED}").into());
-    }
     let kind = c[0].kind;
     // As onnxruntime computes it: the count from `limit − start` in the
     // type, each element the previous one plus delta, rounded in the type.
-    let len = ((kind.round(limit - start)) / delta).ceil().max(0.0) as usize;
+    let len = (kind.round(limit - start) / delta).ceil().max(0.0);
+    if len > MAX_FOLDED as f64 {
+        return Err(format!("Range: {len} elements, over {MAX_FOLDED}").into());
+    }
+    let len = len as usize;
     let mut v = start;
     let data = (0..len)
         .map(|_| {
@@ -107,7 +111,7 @@ pub(super) fn range(imp: &mut Importer, node: &Node) -> OpResult<Value> {
 }
 
 pub(super) fn where_(imp: &mut Importer, node: &Node) -> OpResult<Value> {
-    let c = constants(imp, node, "a selection by condition is not supported on network values")?;
+    let c = constants(imp, node, 3, "a selection by condition is not supported on network values")?;
     let dims = broadcast_dims(&broadcast_dims(&c[0].dims, &c[1].dims)?, &c[2].dims)?;
     sized(&dims, "Where")?;
     let [cond, x, y] = [&c[0], &c[1], &c[2]].map(|t| t.broadcast_to(&dims));
@@ -117,7 +121,8 @@ pub(super) fn where_(imp: &mut Importer, node: &Node) -> OpResult<Value> {
 
 /// Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not.
 pub(super) fn logic(imp: &mut Importer, node: &Node) -> OpResult<Value> {
-    let c = constants(imp, node, "comparisons and logic are steps, not supported on network values")?;
+    let need = if node.op() == "Not" { 1 } else { 2 };
+    let c = constants(imp, node, need, "comparisons and logic are steps, not supported on network values")?;
     let f: fn(f64, f64) -> bool = match node.op() {
         "Equal" => |a, b| a == b,
         "Greater" => |a, b| a > b,
