@@ -92,9 +92,9 @@ pub(super) fn range(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         return Err(format!("Range: start {start}, limit {limit}, delta {delta} give no finite range").into());
     }
     let kind = c[0].kind;
-    // As onnxruntime computes it: the count from `limit − start` in the
-    // type, each element the previous one plus delta, rounded in the type.
-    let len = (kind.round(limit - start) / delta).ceil().max(0.0);
+    // As onnxruntime computes it: the count from `(limit − start) / delta`
+    // in double, each element the previous one plus delta, rounded in the type.
+    let len = ((limit - start) / delta).ceil().max(0.0);
     if len > MAX_FOLDED as f64 {
         return Err(format!("Range: {len} elements, over {MAX_FOLDED}").into());
     }
