@@ -68,7 +68,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .copied()
             .filter(|&s| !st.empty[s] && (slopes || within.get(s).is_some_and(|w| !w.splits.is_empty())))
             .collect();
-        let (net, lower, tune) = (self.net, self.opts.passes.relu_lower, &self.opts.crown);
+        let (net, lower) = (self.net, self.opts.passes.relu_lower);
         let bias = if jobs.is_empty() { Vec::new() } else { self.affine_biases(st) };
         // Per job: its rows (per open disjunct, its half-space nearest to
         // infeasible), its node bounds and constant intervals.
@@ -77,16 +77,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .par_iter()
             .map(|&s| prepare_job(net, st, (sps[s], s, &res[s].lower), within.get(s).unwrap_or(&none), &bias))
             .collect();
-        // With no search after this analysis, a hopeless slot's search ends early.
-        let root = within.iter().all(|w| w.prior.is_none()) && self.branching().is_none();
-        let hopeless = Some(tune.hopeless_pace).filter(|&f| root && f > 0.0);
-        let mut searches: Vec<Option<SlotSearch>> = prepared
-            .par_iter()
-            .map(|j| {
-                let s = SlotSearch::new(net, &j.view, &j.rows, j.splits, (lower, tune), (slopes, j.warm));
-                s.map(|s| s.hopeless_after(hopeless))
-            })
-            .collect();
+        let mut searches = self.slot_searches(&prepared, within);
         drop(prep);
         let auto = self.opts.crown.relaxed_on == RelaxedOn::Auto && self.backend.offload_relaxed();
         let on_backend = match self.opts.crown.relaxed_on {
@@ -135,6 +126,27 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             self.relaxed_clock.borrow_mut().record(on_backend, start.elapsed().as_secs_f64(), work);
         }
         duals_of(chosen)
+    }
+
+    /// One search per job (`None`: nothing to choose there). With no search
+    /// after this analysis, a hopeless slot's search ends early.
+    fn slot_searches(&self, jobs: &[Job<'_, T>], within: &[Within<'_, T>]) -> Vec<Option<SlotSearch>> {
+        let (lower, tune) = (self.opts.passes.relu_lower, &self.opts.crown);
+        let root = within.iter().all(|w| w.prior.is_none()) && self.branching().is_none();
+        let hopeless = Some(tune.hopeless_pace).filter(|&f| root && f > 0.0);
+        jobs.par_iter()
+            .map(|j| {
+                let s = SlotSearch::new(
+                    self.net,
+                    &j.view,
+                    &j.rows,
+                    j.splits,
+                    (lower, tune),
+                    (tune.optimize_slopes, j.warm),
+                );
+                s.map(|s| s.hopeless_after(hopeless))
+            })
+            .collect()
     }
 
     /// The affine layers' constant intervals, which the sound bound pays.
