@@ -100,18 +100,7 @@ fn timeouts_are_honoured() {
     let _one = serial();
     let (net, prop) = (tmp("wide.onnx"), tmp("wide.vnnlib"));
     wide_mlp(&net, 1024, 8);
-    let mut v = String::new();
-    for i in 0..64 {
-        v += &format!("(declare-const X_{i} Real)\n");
-    }
-    for j in 0..10 {
-        v += &format!("(declare-const Y_{j} Real)\n");
-    }
-    for i in 0..64 {
-        v += &format!("(assert (>= X_{i} 0.0))\n(assert (<= X_{i} 0.5))\n");
-    }
-    v += &format!("(assert (or {}))\n", (1..10).map(|j| format!("(and (>= Y_{j} Y_0))")).collect::<String>());
-    std::fs::write(&prop, v).unwrap();
+    wide_property(&prop, (1..10).map(|j| format!("(and (>= Y_{j} Y_0))")));
     let base = timed_out_run(&net, &prop, 0.001);
     let overhead = base.wall - base.analysis;
     eprintln!("baseline: analysis {:.3} s, outside it {overhead:.3} s", base.analysis);
@@ -121,6 +110,20 @@ fn timeouts_are_honoured() {
         assert!(secs <= 1.1 * timeout + 2.0 * overhead, "timeout {timeout}: the analysis ran {secs} s");
         assert!(wall - secs <= 1.0 + 2.0 * overhead, "timeout {timeout}: the process ran {wall} s");
     }
+}
+
+/// A property of [`wide_mlp`]: its 64 inputs in `[0, 0.5]`, and its 10
+/// outputs in one of `disjuncts`.
+fn wide_property(path: &std::path::Path, disjuncts: impl Iterator<Item = String>) {
+    let mut v = String::new();
+    for i in 0..64 {
+        v += &format!("(declare-const X_{i} Real)\n(assert (>= X_{i} 0.0))\n(assert (<= X_{i} 0.5))\n");
+    }
+    for j in 0..10 {
+        v += &format!("(declare-const Y_{j} Real)\n");
+    }
+    v += &format!("(assert (or {}))\n", disjuncts.collect::<Vec<_>>().join(" "));
+    std::fs::write(path, v).unwrap();
 }
 
 /// A run's analysis time (as it reports it) and its process's wall time.
@@ -165,19 +168,11 @@ fn a_timeout_holds_for_a_property_of_many_disjuncts() {
     let _one = serial();
     let (net, prop) = (tmp("wide-many.onnx"), tmp("many.vnnlib"));
     wide_mlp(&net, 1024, 8);
-    let mut v = String::new();
-    for i in 0..64 {
-        v += &format!("(declare-const X_{i} Real)\n(assert (>= X_{i} 0.0))\n(assert (<= X_{i} 0.5))\n");
-    }
-    for j in 0..10 {
-        v += &format!("(declare-const Y_{j} Real)\n");
-    }
     // Outputs far past what the network reaches: no counterexample, and
     // bounds too loose to refute them all quickly.
     let disjunct =
         |k: usize| format!("(and (>= Y_{} Y_{}) (>= Y_{} {}.5))", k % 10, (k / 10 + 1 + k) % 10, k % 10, 20 + k % 50);
-    v += &format!("(assert (or {}))\n", (0..100_000).map(disjunct).collect::<Vec<_>>().join(" "));
-    std::fs::write(&prop, v).unwrap();
+    wide_property(&prop, (0..100_000).map(disjunct));
     let base = timed_out_run(&net, &prop, 0.001);
     eprintln!("baseline (1 ms): process {:.3} s", base.wall);
     let timeout = 4.0;

@@ -6,7 +6,7 @@
 //! repeats nothing.
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
-use crate::tensor::{Kind, Tensor, broadcast_dims, decode, numel};
+use crate::tensor::{Kind, Tensor, broadcast_dims, decode};
 
 /// The most elements a folded constant may hold (a shape input that asks
 /// for more is refused, not allocated).
@@ -137,7 +137,7 @@ pub(super) fn logic(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     };
     let (a, b) = (&c[0], c.get(1).unwrap_or(&c[0]));
     let dims = broadcast_dims(&a.dims, &b.dims)?;
-    let n = numel(&dims);
+    let n = sized(&dims, node.op())?;
     let (x, y) = (a.broadcast_to(&dims)?, b.broadcast_to(&dims)?);
     let data = (0..n).map(|k| f64::from(u8::from(f(x[k], y[k])))).collect();
     Ok(Value::Const(Tensor::new(dims, data, Kind::Int)?))
