@@ -1,12 +1,11 @@
-//! The CUDA device: context, stream, and the kernels compiled once per
-//! process by NVRTC (fmad off, no flush-to-zero).
+//! The CUDA device: context, stream, and the kernels compiled by NVRTC
+//! (fmad off, no flush-to-zero; `kernel_image.rs`).
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
-use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 use polycert_deeppoly::BackendError;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 
 /// The kernel sources, embedded.
 pub const KERNELS: &str = concat!(
@@ -76,52 +75,30 @@ pub fn driver_err(what: &str, e: DriverError) -> BackendError {
     }
 }
 
-/// PTX per architecture, compiled once for the life of the process, or
-/// read from the disk cache (`ptx_cache.rs`) unless `fresh`.
-fn ptx_for(arch: &'static str, fresh: bool) -> Result<(Ptx, bool), BackendError> {
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, Ptx>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let mut map = cache.lock().map_err(|_| BackendError::Failure("PTX cache poisoned".into()))?;
-    if let Some(p) = map.get(arch).filter(|_| !fresh) {
-        return Ok((p.clone(), false));
+/// The kernels loaded into `ctx`: a cubin, else PTX (`kernel_image.rs`);
+/// a cached image the driver refuses is compiled again.
+fn load_kernels(ctx: &Arc<CudaContext>, cc: (i32, i32)) -> Result<Arc<CudaModule>, BackendError> {
+    use crate::kernel_image::{Kind, image};
+    let mut why = String::new();
+    for &kind in Kind::in_order() {
+        for fresh in [false, true] {
+            match image(KERNELS, cc, kind, fresh) {
+                Ok(img) => match ctx.load_module(img.ptx) {
+                    Ok(m) => return Ok(m),
+                    Err(e) if img.cached => why = format!("loading kernels ({kind:?}): {e:?}"),
+                    Err(e) => {
+                        why = format!("loading kernels ({kind:?}): {e:?}");
+                        break;
+                    }
+                },
+                Err(e) => {
+                    why = e;
+                    break;
+                }
+            }
+        }
     }
-    let opts = CompileOptions {
-        fmad: Some(false),
-        ftz: Some(false),
-        prec_div: Some(true),
-        prec_sqrt: Some(true),
-        arch: Some(arch),
-        ..Default::default()
-    };
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: NVRTC is loaded (checked by the caller); it writes two ints.
-    let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    let (options, version) = (format!("{opts:?}"), format!("nvrtc {major}.{minor}"));
-    let key = [KERNELS, arch, &options, &version];
-    if !fresh && let Some(text) = crate::ptx_cache::read(&key) {
-        let ptx = Ptx::from_src(text);
-        map.insert(arch, ptx.clone());
-        return Ok((ptx, true));
-    }
-    let ptx = compile_ptx_with_opts(KERNELS, opts)
-        .map_err(|e| BackendError::Failure(format!("NVRTC failed to compile kernels/*.cu: {e:?}")))?;
-    crate::ptx_cache::write(&key, &ptx.to_src());
-    map.insert(arch, ptx.clone());
-    Ok((ptx, false))
-}
-
-fn arch_name(major: i32, minor: i32) -> &'static str {
-    match (major, minor) {
-        (7, 0) => "compute_70",
-        (7, 5) => "compute_75",
-        (8, 0) => "compute_80",
-        (8, 6) => "compute_86",
-        (8, 9) => "compute_89",
-        (9, 0) => "compute_90",
-        (10, 0) => "compute_100",
-        (12, 0) => "compute_120",
-        (m, n) => Box::leak(format!("compute_{m}{n}").into_boxed_str()),
-    }
+    Err(BackendError::Failure(why))
 }
 
 /// An initialised GPU with its kernels loaded.
@@ -187,16 +164,8 @@ impl Device {
             return Err(BackendError::Unavailable("NVRTC (libnvrtc) not found: it compiles polycert's kernels".into()));
         }
         drop(span);
-        let arch = arch_name(major, minor);
         let span = polycert_deeppoly::base::profile::span("cuda.kernels");
-        let module = match ptx_for(arch, false)? {
-            // A cached file the driver refuses is replaced by a fresh compile.
-            (ptx, true) => match ctx.load_module(ptx) {
-                Ok(m) => m,
-                Err(_) => ctx.load_module(ptx_for(arch, true)?.0).map_err(|e| driver_err("loading kernels", e))?,
-            },
-            (ptx, false) => ctx.load_module(ptx).map_err(|e| driver_err("loading kernels", e))?,
-        };
+        let module = load_kernels(&ctx, (major, minor))?;
         let mut funcs = HashMap::new();
         for base in KERNEL_NAMES {
             for s in ["f32", "f64"] {

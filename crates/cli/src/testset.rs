@@ -1,7 +1,10 @@
 //! `verify --images` as a test set: one cheap pass over every image
 //! (DeepPoly and the attack, in large batches), then the images left open
 //! refined, the closest margin first, in rounds of rising cost (optimised
-//! slopes, then branch and bound), until the budget is spent.
+//! slopes, then branch and bound), until the budget is spent. A round
+//! before the last ends early once a chunk of the closest open images
+//! gains nothing: those further away gain less still, and the time goes
+//! to the next round or back to the user.
 
 use crate::engine::{self, Engine, Job, Precision};
 use crate::records::Record;
@@ -13,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// Images per refinement chunk: the budget is checked between chunks (and
 /// every analysis stops at it anyway: `Options::deadline`).
-const CHUNK: usize = 256;
+pub const CHUNK: usize = 256;
 
 /// The share of the budget kept for the run's end, and at most that many
 /// seconds.
@@ -33,6 +36,8 @@ pub struct TestSet<'a> {
     pub model_name: &'a str,
     pub precision: Precision,
     pub bar: &'a ProgressBar,
+    /// Images per refinement chunk, at most ([`CHUNK`]).
+    pub chunk: usize,
 }
 
 /// One phase of a test set, for the summary.
@@ -46,6 +51,10 @@ pub struct Phase {
     pub falsified: usize,
     /// Open images it did not reach before the deadline.
     pub unreached: usize,
+    /// Whether it ended at a chunk that gained nothing (not the deadline).
+    pub fruitless: bool,
+    /// Images and decided images per chunk (`POLYCERT_PROFILE`'s lines).
+    pub chunks: Vec<(usize, usize)>,
 }
 
 /// Where a test set's phases left it.
@@ -64,13 +73,30 @@ impl Spent {
                 p.name, p.images, p.seconds, p.verified, p.falsified
             ));
         }
-        // The open images the budget left unrefined: the last phase's.
+        // The open images left unrefined: the last phase's.
         if let Some(last) = self.phases.last().filter(|p| p.unreached > 0) {
-            let b = self.budget.map_or(String::new(), |b| format!(", --budget {b} s spent"));
-            s.push_str(&format!(
-                "not refined        {:>7} open images ({} did not reach them{b})\n",
-                last.unreached, last.name
-            ));
+            let why = match (last.fruitless, self.budget) {
+                (true, _) => {
+                    let n = last.chunks.last().map_or(0, |c| c.0);
+                    format!("{} ended: its last {n} images, the closest, gained nothing", last.name)
+                }
+                (false, b) => format!(
+                    "{} did not reach them{}",
+                    last.name,
+                    b.map_or(String::new(), |b| format!(", --budget {b} s spent"))
+                ),
+            };
+            s.push_str(&format!("not refined        {:>7} open images ({why})\n", last.unreached));
+        }
+        s
+    }
+
+    /// Each refinement round's chunks, for `POLYCERT_PROFILE`.
+    pub fn chunk_lines(&self) -> String {
+        let mut s = String::new();
+        for p in self.phases.iter().filter(|p| !p.chunks.is_empty()) {
+            let c: Vec<String> = p.chunks.iter().map(|(n, d)| format!("{n}:+{d}")).collect();
+            s.push_str(&format!("  test set, {} (images:+decided): {}\n", p.name, c.join(" ")));
         }
         s
     }
@@ -105,12 +131,14 @@ impl TestSet<'_> {
         let deadline = budget.map(|b| start + Duration::from_secs_f64(b - (b * END_SHARE).min(END_MOST)));
         let (mut open, first) = self.first_pass(jobs, emit)?;
         let mut phases = vec![first];
-        for (name, opts) in self.rounds() {
+        let rounds = self.rounds();
+        let last = rounds.len().saturating_sub(1);
+        for (k, (name, opts)) in rounds.into_iter().enumerate() {
             if open.is_empty() {
                 break;
             }
             let opts = Options { deadline, ..opts };
-            let (rest, phase) = self.refine(name, jobs, open, &opts, emit)?;
+            let (rest, phase) = self.refine((name, k < last || self.ends_early()), jobs, open, &opts, emit)?;
             open = rest;
             phases.push(phase);
         }
@@ -165,13 +193,21 @@ impl TestSet<'_> {
         }
     }
 
+    /// Whether the last round too ends at a chunk that gains nothing: when
+    /// it does not search (`--no-bab`), whose images each get one bounded
+    /// analysis, as the earlier rounds.
+    fn ends_early(&self) -> bool {
+        let o = &self.plan.opts;
+        !(o.search.split_inputs > 0 || o.search.split_relus)
+    }
+
     /// One round over the open images, closest margin first, chunk by chunk
-    /// until the deadline: decided images are emitted, the rest returned
-    /// with their newest record (their old one where the round did not
-    /// reach them).
+    /// until the deadline (or, `early`, a chunk that decides none): decided
+    /// images are emitted, the rest returned with their newest record
+    /// (their old one where the round did not reach them).
     fn refine(
         &self,
-        name: &'static str,
+        (name, early): (&'static str, bool),
         jobs: &[Job],
         mut open: Open,
         opts: &Options,
@@ -187,7 +223,7 @@ impl TestSet<'_> {
         // Seconds per image of the round's chunks so far.
         let mut pace: Option<f64> = None;
         loop {
-            let size = fitting(opts.deadline, pace);
+            let size = fitting(opts.deadline, pace).min(self.chunk);
             let c0 = Instant::now();
             if left.len() > 0 && (size == 0 || opts.deadline.is_some_and(|d| c0 >= d)) {
                 phase.unreached = left.len();
@@ -209,6 +245,7 @@ impl TestSet<'_> {
             })?;
             phase.images += sub.len();
             pace = Some(c0.elapsed().as_secs_f64() / sub.len() as f64);
+            let before = phase.verified + phase.falsified;
             for ((i, old), mut new) in chunk.into_iter().zip(fresh) {
                 self.bar.inc(1);
                 new.seconds += old.seconds;
@@ -219,6 +256,14 @@ impl TestSet<'_> {
                     // A timeout (the deadline) keeps what the earlier pass found.
                     rest.push((i, if new.result == "unknown" { new } else { old }));
                 }
+            }
+            let gained = phase.verified + phase.falsified - before;
+            phase.chunks.push((sub.len(), gained));
+            if early && gained == 0 && left.len() > 0 {
+                phase.fruitless = true;
+                phase.unreached = left.len();
+                rest.extend(left.by_ref());
+                break;
             }
         }
         phase.seconds = t.elapsed().as_secs_f64();
@@ -252,5 +297,61 @@ fn count(p: &mut Phase, r: &Record) {
         "verified" => p.verified += 1,
         "falsified" => p.falsified += 1,
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{BackendChoice, open_backend};
+    use polycert_deeppoly::{InputBox, Property};
+
+    /// Without a search (`--no-bab`), the slopes' round ends at its first
+    /// chunk that decides nothing: the images after it are left open and
+    /// reported, and every image is still emitted once.
+    #[test]
+    fn a_round_ends_at_a_chunk_that_gains_nothing() {
+        let engine = open_backend(BackendChoice::Cpu, None).unwrap();
+        let imported = crate::model::embedded().unwrap();
+        let net = &imported.network;
+        let jobs: Vec<Job> = crate::model::embedded_images()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, img)| {
+                let pixels = imported.to_ir_input(&img.pixels);
+                let input = InputBox::linf(&pixels, 0.1, (0.0, 1.0), &[], &[]).unwrap();
+                let p = Property::robustness(format!("#{i}"), input, img.label, net.output_shape().numel());
+                Job { name: format!("#{i}"), property: p.unwrap() }
+            })
+            .collect();
+        let plan = Plan { workers: 1, opts: no_search(&Options::default()) };
+        let bar = ProgressBar::hidden();
+        let set = TestSet {
+            engine: &engine,
+            plan: &plan,
+            net,
+            model_name: "embedded",
+            precision: Precision::F64,
+            bar: &bar,
+            chunk: 4,
+        };
+        let mut seen = vec![0; jobs.len()];
+        let spent = set.run(&jobs, (Instant::now(), None), &mut |i, _| {
+            seen[i] += 1;
+            Ok(())
+        });
+        let spent = spent.unwrap();
+        assert!(seen.iter().all(|&n| n == 1));
+        let [first, slopes] = &spent.phases[..] else { panic!("{:?}", spent.phases) };
+        let open = first.images - first.verified - first.falsified;
+        assert!(slopes.fruitless, "{slopes:?}");
+        assert_eq!(slopes.chunks.last(), Some(&(4, 0)));
+        assert!(slopes.chunks[..slopes.chunks.len() - 1].iter().all(|&(n, d)| n == 4 && d > 0));
+        assert_eq!((slopes.images + slopes.unreached, slopes.images), (open, 4 * slopes.chunks.len()));
+        assert!(spent.lines().contains(&format!(
+            "not refined        {:>7} open images (optimised slopes ended: its last 4 images, the closest, gained nothing)",
+            slopes.unreached
+        )));
     }
 }

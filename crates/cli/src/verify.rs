@@ -42,7 +42,7 @@ pub struct VerifyArgs {
     timeout: Option<f64>,
     /// Images: seconds for the whole set. Every image gets DeepPoly and the
     /// attack; then the open ones, closest margin first, get optimised
-    /// slopes, then branch and bound, until the budget is spent
+    /// slopes (until a chunk gains nothing), then branch and bound, until the budget is spent
     /// [default: 10, or 1 per 1,000 images where that is more; none with --timeout].
     #[arg(long, value_parser = seconds, conflicts_with_all = ["vnnlib", "property_file"])]
     budget: Option<f64>,
@@ -209,7 +209,8 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
     };
     let spent = live::while_running(&bar, &progress, || match test_set {
         Some(budget) => {
-            let set = TestSet { engine: &engine, plan: &plan, net, model_name: &model_name, precision, bar: &bar };
+            let (model_name, chunk) = (&model_name, crate::testset::CHUNK);
+            let set = TestSet { engine: &engine, plan: &plan, net, model_name, precision, bar: &bar, chunk };
             set.run(&work.jobs, (start, budget), &mut emit).map(Some)
         }
         None => {
@@ -229,6 +230,9 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
     let mut summary = records::summary(&records);
     if let Some(spent) = spent {
         summary.push_str(&spent.lines());
+        if std::env::var_os("POLYCERT_PROFILE").is_some_and(|v| v != "0") {
+            err!("{}", spent.chunk_lines());
+        }
     }
     if a.json {
         err!("{summary}");
