@@ -142,6 +142,15 @@ fn keep_pool(ctx: &CudaContext) {
     }
 }
 
+/// GPU `ordinal`'s compute capability (the driver started, no context).
+fn compute_capability(ordinal: usize) -> Result<(i32, i32), BackendError> {
+    use cudarc::driver::{result::device, sys::CUdevice_attribute as A};
+    let dev = device::get(ordinal as i32).map_err(|e| driver_err("CUDA device", e))?;
+    // SAFETY: `dev` is a device handle of the started driver.
+    let attr = |a| unsafe { device::get_attribute(dev, a) }.map_err(|e| driver_err("compute capability", e));
+    Ok((attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?, attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?))
+}
+
 impl Device {
     /// Opens GPU `ordinal`, or says clearly why it cannot.
     pub fn open(ordinal: usize) -> Result<Self, BackendError> {
@@ -157,15 +166,20 @@ impl Device {
         if n <= ordinal as i32 {
             return Err(BackendError::Unavailable(format!("no CUDA GPU {ordinal} (found {n})")));
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| BackendError::Unavailable(format!("CUDA context: {e:?}")))?;
-        keep_pool(&ctx);
-        let (major, minor) = ctx.compute_capability().map_err(|e| driver_err("compute capability", e))?;
+        let cc = compute_capability(ordinal)?;
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(BackendError::Unavailable("NVRTC (libnvrtc) not found: it compiles polycert's kernels".into()));
         }
+        // NVRTC (its libraries read from disk, on a fresh machine for seconds)
+        // compiles beside the context's creation; failures show again below.
+        let kind = crate::kernel_image::Kind::in_order()[0];
+        let compiling = std::thread::spawn(move || crate::kernel_image::image(KERNELS, cc, kind, false).map(|_| ()));
+        let ctx = CudaContext::new(ordinal).map_err(|e| BackendError::Unavailable(format!("CUDA context: {e:?}")))?;
+        keep_pool(&ctx);
         drop(span);
         let span = polycert_deeppoly::base::profile::span("cuda.kernels");
-        let module = load_kernels(&ctx, (major, minor))?;
+        let _ = compiling.join();
+        let module = load_kernels(&ctx, cc)?;
         let mut funcs = HashMap::new();
         for base in KERNEL_NAMES {
             for s in ["f32", "f64"] {

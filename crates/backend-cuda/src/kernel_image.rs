@@ -52,8 +52,9 @@ pub struct Image {
     pub cached: bool,
 }
 
-/// Images compiled in this process, by architecture and kind.
-type Images = HashMap<(String, Kind), Vec<u8>>;
+/// Images compiled or read in this process, by architecture and kind,
+/// with whether they came from the disk cache.
+type Images = HashMap<(String, Kind), (Vec<u8>, bool)>;
 
 /// `src` compiled as `kind` for compute capability `cc`: from memory, the
 /// disk cache (unless `fresh`) or NVRTC.
@@ -62,8 +63,8 @@ pub fn image(src: &str, cc: (i32, i32), kind: Kind, fresh: bool) -> Result<Image
     let memory = MEMORY.get_or_init(Default::default);
     let mut map = memory.lock().map_err(|_| "kernel cache poisoned".to_string())?;
     let arch = kind.arch(cc);
-    if let Some(bytes) = map.get(&(arch.clone(), kind)).filter(|_| !fresh) {
-        return Ok(Image { ptx: as_ptx(kind, bytes.clone()), cached: false });
+    if let Some((bytes, cached)) = map.get(&(arch.clone(), kind)).filter(|_| !fresh) {
+        return Ok(Image { ptx: as_ptx(kind, bytes.clone()), cached: *cached });
     }
     let options = format!("{OPTIONS:?}");
     let version = nvrtc_version();
@@ -78,7 +79,7 @@ pub fn image(src: &str, cc: (i32, i32), kind: Kind, fresh: bool) -> Result<Image
             b
         }
     };
-    map.insert((arch, kind), bytes.clone());
+    map.insert((arch, kind), (bytes.clone(), hit));
     Ok(Image { ptx: as_ptx(kind, bytes), cached: hit })
 }
 

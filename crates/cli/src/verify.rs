@@ -165,24 +165,34 @@ fn check(a: &VerifyArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: VerifyArgs) -> Result<bool> {
-    let start = std::time::Instant::now();
-    check(&a)?;
-    a.analysis.start_threads()?;
-    let engine = engine::open_backend(a.analysis.backend, a.analysis.memory_budget())?;
-    let precision = a.analysis.precision.on(&engine);
+/// The model, its name, and the properties to verify.
+fn read_inputs(a: &VerifyArgs) -> Result<(model::Imported, String, Work)> {
     let (imported, model_name) = match a.model_path() {
         Some(p) => (model::load(p)?, p.display().to_string()),
         None => (model::embedded()?, "embedded:digits_mlp".to_string()),
     };
-    let net = &imported.network;
     let work = match a.property_path() {
         Some(p) => {
             let property = model::load_vnnlib(&imported, p)?;
             Work { jobs: vec![Job { name: p.display().to_string(), property }], centres: vec![None] }
         }
-        None => image_jobs(&a, &imported)?,
+        None => image_jobs(a, &imported)?,
     };
+    Ok((imported, model_name, work))
+}
+
+pub fn run(a: VerifyArgs) -> Result<bool> {
+    let start = std::time::Instant::now();
+    check(&a)?;
+    a.analysis.start_threads()?;
+    // The backend starts (a GPU's context takes a third of a second or
+    // more) while the model and its inputs are read.
+    let (backend, budget) = (a.analysis.backend, a.analysis.memory_budget());
+    let opening = std::thread::spawn(move || engine::open_backend(backend, budget));
+    let (imported, model_name, work) = read_inputs(&a)?;
+    let engine = opening.join().map_err(|_| anyhow::anyhow!("the backend's start panicked"))??;
+    let precision = a.analysis.precision.on(&engine);
+    let net = &imported.network;
     let mut plan = a.analysis.plan(&engine, work.jobs.len(), a.timeout);
     // One property: its timeout counts from the start, import and parsing included.
     if let (Some(t), Some(_)) = (a.timeout, a.property_path()) {
