@@ -14,9 +14,11 @@ mod report;
 mod resources;
 mod results;
 mod say;
+mod supports;
 mod testset;
 mod verify;
 mod vnncomp;
+mod vnnlib2;
 
 use args::AnalysisArgs;
 use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -34,6 +36,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Verify a VNNLIB property or the robustness of images (no arguments: a demo on embedded digits).
@@ -42,6 +46,8 @@ enum Cmd {
     Vnncomp(vnncomp::VnncompArgs),
     /// A table per benchmark and a cactus plot from results files.
     Report(report::ReportArgs),
+    /// What polycert reads and answers, for VNN-LIB 2.0 tools (one item per line).
+    Supports(supports::SupportsArgs),
     /// Instruments for floating-point non-associativity (summation orders).
     #[command(subcommand)]
     Fpna(fpna::FpnaCmd),
@@ -104,6 +110,7 @@ fn main() -> ExitCode {
             Cmd::Verify(a) => verify::run(a).map(|ok| if ok { 0 } else { 1 }),
             Cmd::Vnncomp(a) => vnncomp::run(a).map(|ok| if ok { 0 } else { 1 }),
             Cmd::Report(a) => report::run(a),
+            Cmd::Supports(a) => supports::run(a),
             Cmd::Fpna(c) => fpna::run(c),
         }
     };

@@ -4,7 +4,7 @@
 use crate::args::{AnalysisArgs, seconds, unit};
 use crate::engine::{self, Job};
 use crate::records::{self, Record};
-use crate::say::{err, out, outln};
+use crate::say::{err, errln, out, outln};
 use crate::testset::TestSet;
 use crate::{InputError, images, live, model, vnncomp};
 use anyhow::{Context, Result, bail};
@@ -27,6 +27,14 @@ pub struct VerifyArgs {
     /// VNNLIB property (the same as PROPERTY).
     #[arg(long, conflicts_with = "images")]
     vnnlib: Option<PathBuf>,
+    /// The VNN-LIB 2.0 form `verify PROP --network NAME=MODEL`: MODEL is the
+    /// network PROP declares as NAME (one network per query); stdout's first
+    /// line is the verdict (sat, unsat or unknown), within 90% of --timeout.
+    #[arg(long, value_name = "NAME=MODEL", conflicts_with_all = ["model", "vnnlib", "images", "property_file"])]
+    network: Vec<String>,
+    /// Set by `--network`: the verdict on stdout, the rows on stderr.
+    #[arg(skip)]
+    answer: bool,
     /// Images: IDX (gzipped or not) or ERAN-style CSV.
     #[arg(long)]
     images: Option<PathBuf>,
@@ -181,8 +189,12 @@ fn read_inputs(a: &VerifyArgs) -> Result<(model::Imported, String, Work)> {
     Ok((imported, model_name, work))
 }
 
-pub fn run(a: VerifyArgs) -> Result<bool> {
+pub fn run(mut a: VerifyArgs) -> Result<bool> {
     let start = std::time::Instant::now();
+    if !a.network.is_empty() {
+        let q = crate::vnnlib2::bind(a.model_file.as_deref(), &a.network, a.timeout)?;
+        (a.model_file, a.vnnlib, a.timeout, a.answer) = (Some(q.model), Some(q.property), q.timeout, true);
+    }
     check(&a)?;
     a.analysis.start_threads()?;
     // The backend starts (a GPU's context takes a third of a second or
@@ -203,8 +215,9 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
     plan.opts.progress = Some(progress.clone());
     let bar = live::bar(work.jobs.len());
     let mut records = Vec::new();
+    let say = |line: &str| if a.answer { errln!("{line}") } else { outln!("{line}") };
     if !a.json {
-        outln!("{}", records::header());
+        say(&records::header());
     }
     let test_set = a.test_set(work.jobs.len());
     let deadline = test_set.flatten().map(|b| start + std::time::Duration::from_secs_f64(b));
@@ -213,7 +226,7 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
         certified += usize::from(r.result == "verified");
         bar.set_prefix(live::certified(certified, deadline));
         classes(&mut r, net, work.centres[i].as_deref());
-        bar.suspend(|| if a.json { r.emit_json() } else { outln!("{}", r.line()) });
+        bar.suspend(|| if a.json { r.emit_json() } else { say(&r.line()) });
         records.push(r);
         Ok(())
     };
@@ -234,20 +247,38 @@ pub fn run(a: VerifyArgs) -> Result<bool> {
         }
     })?;
     bar.finish_and_clear();
+    finish(&a, &records, spent, &imported)
+}
+
+/// The result file, the summary, the VNN-LIB 2.0 answer and the exit status.
+fn finish(
+    a: &VerifyArgs,
+    records: &[Record],
+    spent: Option<crate::testset::Spent>,
+    imported: &model::Imported,
+) -> Result<bool> {
     if let Some(rf) = &a.result_file {
-        write_result(rf, records.first(), &imported)?;
+        write_result(rf, records.first(), imported)?;
     }
-    let mut summary = records::summary(&records);
+    let mut summary = records::summary(records);
     if let Some(spent) = spent {
         summary.push_str(&spent.lines());
         if std::env::var_os("POLYCERT_PROFILE").is_some_and(|v| v != "0") {
             err!("{}", spent.chunk_lines());
         }
     }
-    if a.json {
+    if a.json || a.answer {
         err!("{summary}");
     } else {
         out!("{summary}");
+    }
+    if a.answer {
+        let first = records.first();
+        let cex = first.and_then(|r| r.counterexample.as_ref()).map(|x| {
+            let y = polycert_deeppoly::base::eval::eval::<f32>(&imported.network, x);
+            vnncomp::cex_text(&imported.from_ir_input(x), &y)
+        });
+        out!("{}", crate::vnnlib2::answer(first.map_or("unknown", |r| r.result.as_str()), cex));
     }
     if let Some(e) = records.iter().find_map(|r| r.error.clone()) {
         bail!(InputError(e));

@@ -89,6 +89,11 @@ fn cex_file_name(inst: &Instance) -> String {
 /// double and casting to float32, as VNN-COMP's checker does, gives it back
 /// exactly.
 pub fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
+    std::fs::write(path, cex_text(x, y)).with_context(|| format!("{}: cannot write", path.display()))
+}
+
+/// `sat` and the counterexample's assignment, as VNN-COMP writes it.
+pub fn cex_text(x: &[f32], y: &[f32]) -> String {
     let mut s = String::from("sat\n(");
     for (i, v) in x.iter().enumerate() {
         s.push_str(&format!("(X_{i} {:e})\n", *v as f64));
@@ -97,7 +102,7 @@ pub fn write_cex(path: &Path, x: &[f32], y: &[f32]) -> Result<()> {
         s.push_str(&format!("(Y_{j} {:e})\n", *v as f64));
     }
     s.push_str(")\n");
-    std::fs::write(path, s).with_context(|| format!("{}: cannot write", path.display()))
+    s
 }
 
 /// The message of a row that branch and bound decided or left open.

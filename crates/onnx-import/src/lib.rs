@@ -38,7 +38,8 @@ use polycert_deeppoly::{InputBox, IrError, Network, Property, SubProblem};
 use std::path::Path;
 use std::sync::Arc;
 
-pub use vnnlib::{VnnlibError, load_vnnlib, parse_vnnlib};
+pub use ops::OPERATORS;
+pub use vnnlib::{VnnlibError, load_vnnlib, network_names, parse_vnnlib};
 
 /// The ONNX opset versions (default domain) the importer accepts.
 pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=21;

@@ -184,3 +184,18 @@ fn shape_arithmetic_on_network_values_is_refused_by_name() {
     let msg = import_err(&huge).to_string();
     assert!(msg.contains("'big'") && msg.contains("ConstantOfShape") && msg.contains("elements"), "{msg}");
 }
+
+/// `OPERATORS` (what `polycert supports --onnx-operators` lists) is what
+/// the importer lowers: a listed op is never refused as an unknown
+/// operator, and an op it does not list is.
+#[test]
+fn the_operator_list_is_what_the_importer_reads() {
+    for &op in polycert_onnx::OPERATORS {
+        let m = model(&[1, 2], vec![node(op, "n", &["x"], &["y"], vec![])], vec![], 13);
+        if let Err(e) = polycert_onnx::import_model(&encode(&m), "op.onnx") {
+            assert!(!e.to_string().contains("polycert supports"), "{op}: {e}");
+        }
+    }
+    let m = model(&[1, 2], vec![node("Erf", "n", &["x"], &["y"], vec![])], vec![], 13);
+    assert!(import_err(&m).to_string().contains("polycert supports"));
+}

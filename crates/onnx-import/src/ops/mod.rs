@@ -18,6 +18,61 @@ const SUPPORTED: &str = "Gemm, MatMul, Conv, ConvTranspose (as a dense layer), A
     Pad (zeros on H and W), Softmax (last, dropped), Squeeze, Unsqueeze, Concat, Identity, Dropout, Expand (of constants, or changing nothing), and on constants Shape, Cast, Constant, ConstantOfShape, \
     Range, Where, Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not";
 
+/// Every ONNX operator type the importer reads, in some form (the
+/// restrictions are in [`SUPPORTED`]'s text and in each refusal).
+pub const OPERATORS: &[&str] = &[
+    "Add",
+    "And",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "ConvTranspose",
+    "Div",
+    "Dropout",
+    "Equal",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Greater",
+    "GreaterOrEqual",
+    "Identity",
+    "LeakyRelu",
+    "Less",
+    "LessOrEqual",
+    "MatMul",
+    "Max",
+    "MaxPool",
+    "Min",
+    "Mul",
+    "Neg",
+    "Not",
+    "Or",
+    "Pad",
+    "Range",
+    "Relu",
+    "Reshape",
+    "Shape",
+    "Sigmoid",
+    "Slice",
+    "Softmax",
+    "Split",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+    "Xor",
+];
+
 /// Lowers one node, returning the values of its outputs in order (fewer
 /// than the node declares when the rest are unsupported and unused).
 pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {

@@ -22,6 +22,8 @@ mod exact;
 mod sexpr;
 mod v2;
 
+pub use v2::{DeclaredNetwork, network_names};
+
 use exact::Q;
 use num_traits::{One, Signed, Zero};
 use polycert_deeppoly::{Halfspace, InputBox, Property, SubProblem};

@@ -17,7 +17,40 @@ pub(super) struct Tensor {
 }
 
 /// Element types read as reals.
-const FLOAT_TYPES: [&str; 8] = ["Real", "float", "float16", "float32", "float64", "double", "F32", "F64"];
+const FLOAT_TYPES: [&str; 9] = ["Real", "real", "float", "float16", "float32", "float64", "double", "F32", "F64"];
+
+/// A network a VNNLIB 2.0 text declares: its name, and the network it is
+/// declared `equal-to` or `isomorphic-to` (the relation and that name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredNetwork {
+    pub name: String,
+    pub like: Option<(String, String)>,
+}
+
+/// The networks `text` declares, in order (none for VNNLIB 1.0, or for text
+/// that does not parse: the property's own parse reports that).
+pub fn network_names(text: &str) -> Vec<DeclaredNetwork> {
+    let Ok(forms) = super::sexpr::parse(text) else { return Vec::new() };
+    let mut out = Vec::new();
+    for f in &forms {
+        let Sx::List(items, _) = f else { continue };
+        if head(items) != Some("declare-network") {
+            continue;
+        }
+        let Some((name, _)) = items.get(1).and_then(atom) else { continue };
+        let like = items[2..].iter().find_map(|d| match d {
+            Sx::List(decl, _) => match (head(decl), decl.get(1).and_then(atom)) {
+                (Some(r @ ("equal-to" | "isomorphic-to")), Some((other, _))) => {
+                    Some((r.to_string(), other.to_string()))
+                }
+                _ => None,
+            },
+            Sx::Atom(..) => None,
+        });
+        out.push(DeclaredNetwork { name: name.to_string(), like });
+    }
+    out
+}
 
 /// `(vnnlib-version <M.m>)`: `Some` when the form is a version statement.
 pub(super) fn version(p: &Parser, form: &Sx) -> Option<Result<(u32, u32), VnnlibError>> {
