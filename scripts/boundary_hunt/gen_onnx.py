@@ -305,15 +305,21 @@ def conv(b: Builder, x: V, same: bool = False) -> V:
         pads = [k // 2] * 4
     else:
         m = int(r.integers(1, 5))
-        k = int(r.integers(1, min(3, max(h, w)) + 1))
+        k = 2 if "dilated" in b.force else int(r.integers(1, min(3, max(h, w)) + 1))
         s = int(r.choice([1, 1, 2]))
         pads = [int(r.integers(0, 2)) if k > 1 else 0 for _ in range(4)]
-    ho = (h + pads[0] + pads[2] - k) // s + 1
-    wo = (w + pads[1] + pads[3] - k) // s + 1
+    # Dilation 2 spreads a kernel of k taps over 2k - 1 pixels.
+    d = 2 if not same and k > 1 and ("dilated" in b.force or r.random() < 0.2) else 1
+    ke = (k - 1) * d + 1
+    ho = (h + pads[0] + pads[2] - ke) // s + 1
+    wo = (w + pads[1] + pads[3] - ke) // s + 1
     if ho < 1 or wo < 1 or m * ho * wo > MAX_NEURONS:
         raise Skip
     wt, mode = b.weights((m, c, k, k), c * k * k)
     attrs = {"kernel_shape": [k, k]}
+    if d != 1:
+        attrs["dilations"] = [d, d]
+        b.features.add("Conv:dilations")
     if s != 1:
         attrs["strides"] = [s, s]
         b.features.add("Conv:stride")

@@ -17,6 +17,7 @@ TOUR = [
     ("MatMul+bias", "flat", "dense", {"matmul"}),
     ("MatMul-const-left", "flat", "dense", {"left"}),
     ("Conv", "image", "conv", set()),
+    ("Conv-dilated", "image", "conv", {"dilated"}),
     ("ConvTranspose", "image", "conv_transpose", set()),
     ("MaxPool", "image", "pool", {"MaxPool"}),
     ("AveragePool", "image", "pool", {"AveragePool"}),

@@ -12,8 +12,8 @@
 //!   into a [`polycert_deeppoly::Property`].
 //!
 //! Supported operators (opsets 7–21, default domain): Gemm, MatMul (a
-//! following Add of a constant becomes its bias), Conv (group 1, dilation
-//! 1, any pads/strides/auto_pad), Relu, Add/Sub/Mul/Div with scalar or
+//! following Add of a constant becomes its bias), Conv (1-D or 2-D, group
+//! 1, any pads/strides/auto_pad, dilations as zeros between the taps), Relu, Add/Sub/Mul/Div with scalar or
 //! per-channel constants (→ `ChannelAffine`), Neg, Add of two network values
 //! (→ residual `Add`; Sub as Add of the negation), BatchNormalization (inference mode), MaxPool,
 //! AveragePool (unpadded), GlobalAveragePool, GlobalMaxPool, Concat (on

@@ -57,8 +57,10 @@ fn bad_weights_and_unsupported_ops_name_the_node() {
         model(&[1, 2, 4, 4], vec![node("Conv", "cv", &["x", "W"], &["y"], attrs)], vec![w], 13)
     };
     assert!(import_err(&conv(vec![attr_i("group", 2)], 1)).to_string().contains("group 2"));
-    let e = import_err(&conv(vec![attr_ints("dilations", &[2, 2])], 2));
-    assert!(e.to_string().contains("dilations"), "{e}");
+    let e = import_err(&conv(vec![attr_ints("dilations", &[0, 2])], 2));
+    assert!(e.to_string().contains("dilations [0, 2] are not 2 positive values"), "{e}");
+    let same = vec![attr_ints("dilations", &[2, 2]), attr_s("auto_pad", "SAME_UPPER")];
+    assert!(import_err(&conv(same, 2)).to_string().contains("onnxruntime does not run it either"));
     // Weights for 1 input channel on a 2-channel input.
     assert!(import_err(&conv(vec![], 1)).to_string().contains("input channels"));
     assert!(import_model(&encode(&conv(vec![attr_ints("strides", &[2, 2])], 2)), "ok.onnx").is_ok());

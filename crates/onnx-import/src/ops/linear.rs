@@ -173,22 +173,39 @@ pub(super) type Window = ((usize, usize), (usize, usize, usize, usize));
 /// The window of a 2-D window op, from `strides`, `pads`, `auto_pad`;
 /// dilations must be 1.
 pub(super) fn window(node: &Node, kernel: (usize, usize), input: (usize, usize)) -> OpResult<Window> {
-    if let Some(d) = node.sizes("dilations")?
-        && d.iter().any(|&x| x != 1)
-    {
+    if dilations(node, 2)? != (1, 1) {
+        let d = node.sizes("dilations")?.unwrap_or_default();
         return unsupported(format!("dilations {d:?} (only 1 is supported)"));
     }
-    let stride = match node.sizes("strides")?.as_deref() {
-        None => (1, 1),
-        Some(&[a, b]) if a > 0 && b > 0 => (a, b),
-        Some(s) => return Err(format!("strides {s:?} are not two positive values").into()),
+    window_of(node, kernel, input, 2)
+}
+
+/// `dilations` as `(y, x)`; a 1-D op's (`rank` 1) is `(1, d)`.
+fn dilations(node: &Node, rank: usize) -> OpResult<(usize, usize)> {
+    match (node.sizes("dilations")?.as_deref(), rank) {
+        (None, _) => Ok((1, 1)),
+        (Some(&[a, b]), 2) if a > 0 && b > 0 => Ok((a, b)),
+        (Some(&[d]), 1) if d > 0 => Ok((1, d)),
+        (Some(d), _) => Err(format!("dilations {d:?} are not {rank} positive values").into()),
+    }
+}
+
+/// [`window`] for `rank` 1 or 2 spatial axes, with any dilation (`kernel`
+/// is the dilated one). A 1-D op's window is a 2-D one of height 1.
+fn window_of(node: &Node, kernel: (usize, usize), input: (usize, usize), rank: usize) -> OpResult<Window> {
+    let stride = match (node.sizes("strides")?.as_deref(), rank) {
+        (None, _) => (1, 1),
+        (Some(&[a, b]), 2) if a > 0 && b > 0 => (a, b),
+        (Some(&[a]), 1) if a > 0 => (1, a),
+        (Some(s), _) => return Err(format!("strides {s:?} are not {rank} positive values").into()),
     };
     let auto = node.string("auto_pad")?.unwrap_or_default();
     let pads = match auto.as_str() {
-        "" | "NOTSET" => match node.sizes("pads")?.as_deref() {
-            None => (0, 0, 0, 0),
-            Some(&[t, l, b, r]) => (t, l, b, r),
-            Some(p) => return Err(format!("pads {p:?} are not four values").into()),
+        "" | "NOTSET" => match (node.sizes("pads")?.as_deref(), rank) {
+            (None, _) => (0, 0, 0, 0),
+            (Some(&[t, l, b, r]), 2) => (t, l, b, r),
+            (Some(&[l, r]), 1) => (0, l, 0, r),
+            (Some(p), _) => return Err(format!("pads {p:?} are not {} values", 2 * rank).into()),
         },
         "VALID" => (0, 0, 0, 0),
         "SAME_UPPER" | "SAME_LOWER" => {
@@ -206,36 +223,65 @@ pub(super) fn window(node: &Node, kernel: (usize, usize), input: (usize, usize))
     Ok((stride, pads))
 }
 
-/// 2-D convolution with group 1 and dilation 1.
+/// The weights of a kernel `[m, c, kh, kw]` dilated by `(dy, dx)`: zeros
+/// between the taps. A zero tap adds an exact 0 to the sum, so the
+/// runtime's dilated sum is this kernel's sum in some order, which the
+/// conv step's rounding bound (any order of its products) covers.
+fn dilate(w: &[f64], (m, c, kh, kw): (usize, usize, usize, usize), (dy, dx): (usize, usize)) -> Vec<f64> {
+    let (eh, ew) = ((kh - 1) * dy + 1, (kw - 1) * dx + 1);
+    let mut out = vec![0.0; m * c * eh * ew];
+    for mc in 0..m * c {
+        for y in 0..kh {
+            for x in 0..kw {
+                out[(mc * eh + y * dy) * ew + x * dx] = w[(mc * kh + y) * kw + x];
+            }
+        }
+    }
+    out
+}
+
+/// 1-D and 2-D convolution with group 1 (a 1-D one as 2-D of height 1;
+/// dilations as zeros between the taps: [`dilate`]).
 pub(super) fn conv(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let (xn, wn) = (node.required(0)?, node.required(1)?);
     if imp.is_const(xn) || !imp.is_const(wn) {
         return unsupported("Conv needs X computed from the network input and constant weights W");
     }
     let x = imp.dynamic(xn)?;
-    let &[1, c, h, w] = &x.dims[..] else {
-        return unsupported(format!(
-            "input dims {:?}; only 2-D convolutions on a batch of one [1,C,H,W] are supported",
-            x.dims
-        ));
+    let (c, h, w, rank) = match x.dims[..] {
+        [1, c, h, w] => (c, h, w, 2),
+        [1, c, l] => (c, 1, l, 1),
+        _ => {
+            return unsupported(format!(
+                "input dims {:?}; only 1-D and 2-D convolutions on a batch of one ([1,C,L] or [1,C,H,W]) are supported",
+                x.dims
+            ));
+        }
     };
     let group = node.int("group", 1)?;
     if group != 1 {
         return unsupported(format!("group {group} (only group 1 is supported)"));
     }
     let wt = imp.weight(wn)?;
-    let &[m, wc, kh, kw] = &wt.dims[..] else {
-        return Err(format!("weights have dims {:?}, expected [M, C, kH, kW]", wt.dims).into());
+    let (m, wc, kh, kw) = match (&wt.dims[..], rank) {
+        (&[m, wc, kh, kw], 2) => (m, wc, kh, kw),
+        (&[m, wc, k], 1) => (m, wc, 1, k),
+        (d, _) => return Err(format!("weights have dims {d:?}, expected [M, C, {}]", ["k", "kH, kW"][rank - 1]).into()),
     };
     if wc != c {
         return Err(format!("weights have {wc} input channels, the input has {c}").into());
     }
     if let Some(k) = node.sizes("kernel_shape")?
-        && k != [kh, kw]
+        && k != [kh, kw][2 - rank..]
     {
-        return Err(format!("kernel_shape {k:?} does not match the weights' {kh}x{kw}").into());
+        return Err(format!("kernel_shape {k:?} does not match the weights' {:?}", &[kh, kw][2 - rank..]).into());
     }
-    let (stride, pad) = window(node, (kh, kw), (h, w))?;
+    let (dy, dx) = dilations(node, rank)?;
+    if (dy, dx) != (1, 1) && node.string("auto_pad")?.is_some_and(|a| a.starts_with("SAME")) {
+        return unsupported("dilations with auto_pad SAME_UPPER or SAME_LOWER (onnxruntime does not run it either)");
+    }
+    let kernel = ((kh - 1) * dy + 1, (kw - 1) * dx + 1);
+    let (stride, pad) = window_of(node, kernel, (h, w), rank)?;
     let bias = match node.input(2) {
         None => vec![0.0; m],
         Some(b) if imp.is_const(b) => {
@@ -247,8 +293,20 @@ pub(super) fn conv(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         }
         Some(_) => return unsupported("the bias must be a constant"),
     };
-    let op = Op::Conv2d(Conv2d { weight: wt.data, bias, c_out: m, kernel: (kh, kw), stride, pad });
+    let weight = if (dy, dx) == (1, 1) { wt.data } else { dilate(&wt.data, (m, c, kh, kw), (dy, dx)) };
+    let op = Op::Conv2d(Conv2d { weight, bias, c_out: m, kernel, stride, pad });
     let id = imp.push(node, "", op, &[x.id])?;
     let s = imp.net.node(id).shape;
-    Ok(Value::Dyn(crate::graph::Dyn::new(id, vec![1, s.c, s.h, s.w])))
+    let dims = if rank == 1 { vec![1, s.c, s.w] } else { vec![1, s.c, s.h, s.w] };
+    Ok(Value::Dyn(crate::graph::Dyn::new(id, dims)))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_dilated_kernel_has_zeros_between_its_taps() {
+        // One 2x2 kernel dilated by (2, 3): a 3x4 kernel.
+        let w = super::dilate(&[1.0, 2.0, 3.0, 4.0], (1, 1, 2, 2), (2, 3));
+        assert_eq!(w, [1.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 3.0, 0.0, 0.0, 4.0]);
+    }
 }

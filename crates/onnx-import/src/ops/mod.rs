@@ -13,7 +13,7 @@ mod softmax;
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
-const SUPPORTED: &str = "Gemm, MatMul, Conv, ConvTranspose (as a dense layer), Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
+const SUPPORTED: &str = "Gemm, MatMul, Conv (1-D and 2-D, dilated), ConvTranspose (as a dense layer), Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
     Pad (zeros on H and W), Softmax (last, dropped), Squeeze, Unsqueeze, Concat, Identity, Dropout, Expand (of constants, or changing nothing), and on constants Shape, Cast, Constant, ConstantOfShape, \
     Range, Where, Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not";
