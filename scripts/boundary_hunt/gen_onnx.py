@@ -429,6 +429,22 @@ def dense_act(b: Builder, x: V) -> V:
     return activation(b, y) if b.rng.random() < 0.6 else y
 
 
+def reduce_sum(b: Builder, x: V) -> V:
+    """ReduceSum over a random nonempty set of the C, H, W axes, kept (so
+    the value stays an image), the axes negative at times."""
+    r = b.rng
+    axes = sorted(int(a) for a in r.choice([1, 2, 3], size=int(r.integers(1, 4)), replace=False))
+    if r.random() < 0.3:
+        axes = [a - 4 for a in axes]
+    b.features.add("ReduceSum")
+    if b.opset >= 13:
+        y = b.node("ReduceSum", [x.name, b.ints(axes)], keepdims=1)
+    else:
+        y = b.node("ReduceSum", [x.name], axes=list(axes), keepdims=1)
+    shape = tuple(1 if k in [a % 4 for a in axes] else d for k, d in enumerate(x.shape))
+    return V(y, shape)
+
+
 FLAT_BLOCKS = {
     "dense": dense_act,
     "activation": activation,
@@ -450,6 +466,7 @@ IMAGE_BLOCKS = {
     "concat": concat_channels,
     "conv_transpose": conv_transpose,
     "transpose": image_transpose,
+    "reduce_sum": reduce_sum,
 }
 
 IMAGE_SHAPES = [(1, 1, 4, 4), (1, 2, 2, 3), (1, 1, 3, 3), (1, 3, 2, 2), (1, 1, 2, 5), (1, 2, 3, 2), (1, 1, 2, 2)]

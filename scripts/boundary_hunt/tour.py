@@ -52,6 +52,7 @@ TOUR = [
     ("Reshape", "image", "to_flat", {"reshape"}),
     ("Shape-Gather-Concat", "image", "to_flat", {"shape"}),
     ("Pad", "image", "pad", set()),
+    ("ReduceSum", "image", "reduce_sum", set()),
     ("NHWC-input+Conv", "image", "conv", {"nhwc"}),
     ("Mul-by-const-Mul", "flat", "arith", {"Mul", "mul"}),
     ("Mul-by-const-Cast", "image", "arith", {"Mul", "cast"}),

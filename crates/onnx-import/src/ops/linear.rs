@@ -18,7 +18,7 @@ fn transposed(b: &Tensor, k: usize, n: usize) -> Vec<f64> {
 
 /// `W[out][in]` over the IR node of `x`: a pending index map of `x` moves
 /// the columns (exact; columns no element maps to stay zero).
-fn absorb(imp: &Importer, x: &Dyn, weight: Vec<f64>, out: usize) -> Vec<f64> {
+pub(super) fn absorb(imp: &Importer, x: &Dyn, weight: Vec<f64>, out: usize) -> Vec<f64> {
     let Some(index) = &x.index else { return weight };
     let (k, cols) = (index.len(), imp.net.node(x.id).shape.numel());
     let mut w = vec![0.0; out * cols];

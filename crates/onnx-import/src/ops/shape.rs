@@ -41,7 +41,7 @@ fn view(imp: &mut Importer, node: &Node, x: In, dims: Vec<usize>) -> OpResult<Va
 }
 
 /// An integer list from a constant input or, failing that, an attribute.
-fn ints_input_or_attr(imp: &Importer, node: &Node, k: usize, attr: &str) -> OpResult<Option<Vec<i64>>> {
+pub(super) fn ints_input_or_attr(imp: &Importer, node: &Node, k: usize, attr: &str) -> OpResult<Option<Vec<i64>>> {
     match node.input(k) {
         Some(n) if imp.is_const(n) => Ok(Some(imp.constant(n)?.as_i64()?)),
         Some(n) => unsupported(format!("input '{n}' ({attr}) must be a constant")),
