@@ -385,6 +385,36 @@ def concat_channels(b: Builder, x: V) -> V:
     return V(b.node("Concat", [f.name, g.name], axis=1), (1, 2 * x.shape[1], x.shape[2], x.shape[3]))
 
 
+def broadcast_copy(b: Builder, x: V) -> V:
+    """Network values copied into a larger image: Concat with a constant on
+    channels, Expand of a size-1 axis, or a Mul whose constant broadcasts
+    the value over a size-1 axis."""
+    r = b.rng
+    _, c, h, w = x.shape
+    mode = b.pick(["concat", "expand", "mul"])
+    if mode == "concat":
+        k = int(r.integers(1, 3))
+        if (c + k) * h * w > MAX_NEURONS:
+            raise Skip
+        cst = b.const(r.uniform(-1, 1, (1, k, h, w)).astype(F32))
+        parts = [cst, x.name] if r.random() < 0.5 else [x.name, cst]
+        b.features.add("Concat:constant")
+        return V(b.node("Concat", parts, axis=1), (1, c + k, h, w))
+    ones = [a for a in (1, 2, 3) if x.shape[a] == 1]
+    if not ones:
+        raise Skip
+    to = list(x.shape)
+    to[int(r.choice(ones))] = int(r.integers(2, 4))
+    if np.prod(to) > MAX_NEURONS:
+        raise Skip
+    if mode == "expand":
+        b.features.add("Expand:network")
+        return V(b.node("Expand", [x.name, b.ints(to)]), tuple(to))
+    cshape = [1 if d == x.shape[k] else d for k, d in enumerate(to)]
+    b.features.add("Mul:broadcast-network")
+    return V(b.node("Mul", [x.name, b.const(r.uniform(-2, 2, cshape).astype(F32))]), tuple(to))
+
+
 def conv_transpose(b: Builder, x: V) -> V:
     r = b.rng
     _, c, h, w = x.shape
@@ -467,6 +497,7 @@ IMAGE_BLOCKS = {
     "conv_transpose": conv_transpose,
     "transpose": image_transpose,
     "reduce_sum": reduce_sum,
+    "broadcast_copy": broadcast_copy,
 }
 
 IMAGE_SHAPES = [(1, 1, 4, 4), (1, 2, 2, 3), (1, 1, 3, 3), (1, 3, 2, 2), (1, 1, 2, 5), (1, 2, 3, 2), (1, 1, 2, 2)]

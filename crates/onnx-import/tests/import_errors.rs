@@ -168,10 +168,11 @@ fn shape_arithmetic_on_network_values_is_refused_by_name() {
         let msg = e.to_string();
         assert!(words.iter().all(|w| msg.contains(w)) && !msg.contains('\n'), "{msg}");
     };
-    // An Expand that repeats network values; one that changes nothing imports.
+    // An Expand repeats network values (a copy layer), up to its size limit.
     let expand = |to: &[i64]| one(node("Expand", "ex", &["x", "s"], &["y"], vec![]), vec![int64s("s", to, false)]);
-    refused(&expand(&[3, 2]), &["'ex'", "Expand", "[1, 2]", "[3, 2]"]);
+    assert_eq!(eval::<f64>(&import(&expand(&[3, 2])).network, &[3.0, -4.0]), [3.0, -4.0, 3.0, -4.0, 3.0, -4.0]);
     assert_eq!(eval::<f64>(&import(&expand(&[1, 2])).network, &[3.0, -4.0]), [3.0, -4.0]);
+    refused(&expand(&[1 << 40, 2]), &["'ex'", "Expand", "too large for a dense layer"]);
     let c = floats("c", &[1, 2], &[1.0, 2.0]);
     refused(&one(node("Where", "sel", &["x", "c", "c"], &["y"], vec![]), vec![c.clone()]), &["'sel'", "Where"]);
     refused(&one(node("Greater", "cmp", &["x", "c"], &["y"], vec![]), vec![c]), &["'cmp'", "Greater", "step"]);

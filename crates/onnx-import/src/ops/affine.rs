@@ -121,9 +121,8 @@ fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: 
     }
     let x = imp.dynamic(xn)?;
     let dims = broadcast_dims(&x.dims, &c.dims)?;
-    if numel(&dims) != numel(&x.dims) {
-        return unsupported(format!("{op} broadcasting the network value {:?} to {dims:?}", x.dims));
-    }
+    // The network value repeated to the result's shape first.
+    let x = if numel(&dims) != numel(&x.dims) { super::broadcast::expanded(imp, node, xn, &dims)? } else { x };
     // Per channel when the constant is; else per element, as channels of a flat view.
     let flat = per_channel(&c, &dims).is_err();
     let vals = if flat { c.broadcast_to(&dims)? } else { per_channel(&c, &dims)? };

@@ -71,10 +71,7 @@ pub(super) fn expand(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         if broadcast_dims(&d.dims, &shape)? == d.dims {
             return Ok(Value::Dyn(d));
         }
-        return unsupported(format!(
-            "Expand of a network value from {:?} to {shape:?} (it repeats elements; only an Expand that changes nothing is supported)",
-            d.dims
-        ));
+        return super::broadcast::expand(imp, node, &d, &shape);
     }
     let t = imp.constant(x)?;
     let dims = broadcast_dims(&t.dims, &shape)?;

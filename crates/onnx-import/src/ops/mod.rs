@@ -1,6 +1,7 @@
 //! Lowering of ONNX operators, one file per family.
 
 mod affine;
+mod broadcast;
 mod conv_transpose;
 mod fold;
 mod linear;
@@ -16,7 +17,7 @@ use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
 const SUPPORTED: &str = "Gemm, MatMul, Conv (1-D and 2-D, dilated), ConvTranspose (as a dense layer), Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
-    Pad (zeros on H and W), Softmax (last, dropped), ReduceSum, Squeeze, Unsqueeze, Concat, Identity, Dropout, Expand (of constants, or changing nothing), and on constants Shape, Cast, Constant, ConstantOfShape, \
+    Pad (zeros on H and W), Softmax (last, dropped), ReduceSum, Squeeze, Unsqueeze, Concat (also of constants with one network value), Identity, Dropout, Expand, and on constants Shape, Cast, Constant, ConstantOfShape, \
     Range, Where, Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not";
 
 /// Every ONNX operator type the importer reads, in some form (the
@@ -58,6 +59,7 @@ pub const OPERATORS: &[&str] = &[
     "Or",
     "Pad",
     "Range",
+    "ReduceSum",
     "Relu",
     "Reshape",
     "Shape",

@@ -191,7 +191,7 @@ pub(super) fn concat(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         return Ok(Value::Const(Tensor::concat(&parts, norm_axis(axis, rank)?)?));
     }
     if names.iter().any(|n| imp.is_const(n)) {
-        return unsupported("Concat of constants with values computed from the network input");
+        return super::broadcast::concat_with_constants(imp, node, axis);
     }
     let parts = names.iter().map(|n| imp.dynamic(n)).collect::<OpResult<Vec<_>>>()?;
     let first = parts[0].dims.clone();
