@@ -55,8 +55,24 @@ pub fn exact_f32_outputs(net: &Network, x: &[f32]) -> Option<Vec<f64>> {
                 let inputs: Vec<&[f64]> = node.inputs.iter().map(|&k| &vals[k][..]).collect();
                 crate::base::eval::eval_node::<f64>(net, id, &inputs)
             }
+            // One runtime operation with a constant (`x + a` or `x·m`: an Add,
+            // Sub, Mul or Div the importer marks with one rounding): exact
+            // when its result is a float32.
+            Op::ChannelAffine { mul, add, float_ops: 1 } => {
+                let hw = (node.shape.h * node.shape.w).max(1);
+                ins(0)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let (m, a) = (mul[i / hw], add[i / hw]);
+                        let one_op = m.lo() == m.hi() && a.lo() == a.hi() && (m.lo() == 1.0 || a.lo() == 0.0);
+                        one_op.then(|| exact_sum([(m.lo(), v)].into_iter(), a.lo())).flatten()
+                    })
+                    .collect::<Option<_>>()?
+            }
             // σ has a tolerance, average pooling divides, a normalisation
-            // rounds in its own steps: left to the enclosure.
+            // (or a lowering's own affine part) rounds in its own steps: left
+            // to the enclosure.
             Op::Sigmoid | Op::AvgPool2d(_) | Op::ChannelAffine { .. } => return None,
         };
         vals.push(v);
@@ -118,5 +134,28 @@ mod tests {
         let mut sig = net.clone();
         sig.push("s", Op::Sigmoid, &[2]).unwrap();
         assert_eq!(exact_f32_outputs(&sig, &[0.0]), None);
+    }
+
+    /// `x + a` or `x·m` by a constant is exact where its result is a
+    /// float32; two roundings, an interval constant, or a rounded result are
+    /// left to the enclosure.
+    #[test]
+    fn one_operation_with_a_constant_is_exact_where_its_result_is() {
+        let p = |v: f64| polycert_interval::Interval::new(v, v).unwrap();
+        let affine = |m: f64, a: f64, float_ops: u32| {
+            let mut net = Network::new(Shape::flat(1));
+            net.push("a", Op::ChannelAffine { mul: vec![p(m)], add: vec![p(a)], float_ops }, &[0]).unwrap();
+            net
+        };
+        assert_eq!(exact_f32_outputs(&affine(1.0, 0.0, 1), &[1.0]), Some(vec![1.0]));
+        assert_eq!(exact_f32_outputs(&affine(1.0, 0.5, 1), &[1.0]), Some(vec![1.5]));
+        assert_eq!(exact_f32_outputs(&affine(3.0, 0.0, 1), &[0.5]), Some(vec![1.5]));
+        assert_eq!(exact_f32_outputs(&affine(1.0, 2f64.powi(-30), 1), &[1.0]), None);
+        assert_eq!(exact_f32_outputs(&affine(3.0, 0.5, 1), &[1.0]), None);
+        assert_eq!(exact_f32_outputs(&affine(1.0, 0.0, 2), &[1.0]), None);
+        let mut wide = Network::new(Shape::flat(1));
+        let w = polycert_interval::Interval::new(0.9, 1.1).unwrap();
+        wide.push("a", Op::ChannelAffine { mul: vec![w], add: vec![p(0.0)], float_ops: 1 }, &[0]).unwrap();
+        assert_eq!(exact_f32_outputs(&wide, &[1.0]), None);
     }
 }
