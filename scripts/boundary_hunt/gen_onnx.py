@@ -460,17 +460,18 @@ def dense_act(b: Builder, x: V) -> V:
 
 
 def reduce_sum(b: Builder, x: V) -> V:
-    """ReduceSum over a random nonempty set of the C, H, W axes, kept (so
+    """ReduceSum or ReduceMean over a random nonempty set of the C, H, W axes, kept (so
     the value stays an image), the axes negative at times."""
     r = b.rng
     axes = sorted(int(a) for a in r.choice([1, 2, 3], size=int(r.integers(1, 4)), replace=False))
     if r.random() < 0.3:
         axes = [a - 4 for a in axes]
-    b.features.add("ReduceSum")
-    if b.opset >= 13:
-        y = b.node("ReduceSum", [x.name, b.ints(axes)], keepdims=1)
+    op = b.pick(["ReduceSum", "ReduceMean"])
+    b.features.add(op)
+    if b.opset >= (13 if op == "ReduceSum" else 18):
+        y = b.node(op, [x.name, b.ints(axes)], keepdims=1)
     else:
-        y = b.node("ReduceSum", [x.name], axes=list(axes), keepdims=1)
+        y = b.node(op, [x.name], axes=list(axes), keepdims=1)
     shape = tuple(1 if k in [a % 4 for a in axes] else d for k, d in enumerate(x.shape))
     return V(y, shape)
 

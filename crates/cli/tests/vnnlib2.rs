@@ -20,7 +20,10 @@ fn supports_answers_one_item_per_line() {
     let (ops, code) = stdout(&["supports", "--onnx-operators"]);
     assert_eq!(code, Some(0));
     let ops: Vec<&str> = ops.lines().collect();
-    assert!(ops.contains(&"Gemm") && ops.contains(&"ReduceSum") && !ops.contains(&"Erf"), "{ops:?}");
+    assert!(
+        ops.contains(&"Gemm") && ops.contains(&"ReduceSum") && ops.contains(&"ReduceMean") && !ops.contains(&"Erf"),
+        "{ops:?}"
+    );
     assert_eq!(stdout(&["supports", "--vnnlib-versions"]), ("1.0\n2.0\n".into(), Some(0)));
     assert_eq!(stdout(&["supports", "--onnx-opset-versions"]), ("7\n21\n".into(), Some(0)));
     assert_eq!(stdout(&["supports", "--multiple-network-theories"]), ("SNET\n".into(), Some(0)));

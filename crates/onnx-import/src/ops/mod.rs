@@ -17,7 +17,7 @@ use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
 const SUPPORTED: &str = "Gemm, MatMul, Conv (1-D and 2-D, dilated), ConvTranspose (as a dense layer), Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
-    Pad (zeros on H and W), Softmax (last, dropped), ReduceSum, Squeeze, Unsqueeze, Concat (also of constants with one network value), Identity, Dropout, Expand, and on constants Shape, Cast, Constant, ConstantOfShape, \
+    Pad (zeros on H and W), Softmax (last, dropped), ReduceSum, ReduceMean, Squeeze, Unsqueeze, Concat (also of constants with one network value), Identity, Dropout, Expand, and on constants Shape, Cast, Constant, ConstantOfShape, \
     Range, Where, Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not";
 
 /// Every ONNX operator type the importer reads, in some form (the
@@ -59,6 +59,7 @@ pub const OPERATORS: &[&str] = &[
     "Or",
     "Pad",
     "Range",
+    "ReduceMean",
     "ReduceSum",
     "Relu",
     "Reshape",
@@ -117,7 +118,7 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         }
         "Identity" | "Dropout" => one(shape::identity(imp, node)?),
         "Softmax" => one(softmax::softmax(imp, node)?),
-        "ReduceSum" => one(reduce::reduce_sum(imp, node)?),
+        "ReduceSum" | "ReduceMean" => one(reduce::reduce(imp, node)?),
         "LogSoftmax" => unsupported(
             "LogSoftmax is not supported: export the model without it (a final Softmax is dropped; properties \
              that compare outputs are then checked on the logits)",

@@ -1,9 +1,13 @@
-//! ReduceSum of a network value: a Dense layer of ones. Its weights are
-//! exact and the runtime's sum, in whatever order it adds, is within the
-//! dense step's rounding bound (any order of its products).
+//! ReduceSum and ReduceMean of a network value: a Dense layer of ones. Its
+//! weights are exact and the runtime's sum, in whatever order it adds, is
+//! within the dense step's rounding bound (any order of its products). The
+//! mean then divides by the count: one rounded operation whose factor is
+//! `1/n` rounded down and up, which holds both `s/n` and `s·fl(1/n)`.
 
 use super::shape::ints_input_or_attr;
-use crate::graph::{Importer, Node, OpResult, Pending, Value, unsupported};
+use crate::graph::{Dyn, Importer, Node, OpError, OpResult, Pending, Value, ir_shape, unsupported};
+use polycert_deeppoly::{Op, Shape};
+use polycert_interval::{Interval, fp};
 
 /// Most weights of the dense layer a reduction becomes (as ConvTranspose).
 const MAX_WEIGHTS: usize = 1 << 22;
@@ -30,14 +34,17 @@ fn reduction(dims: &[usize], reduced: &[bool], keep: bool) -> (Vec<usize>, Vec<u
     (out_dims, target)
 }
 
-/// `ReduceSum(X, axes)` (axes from input 1 since opset 13, the attribute
-/// before), with `keepdims` and `noop_with_empty_axes`.
-pub(super) fn reduce_sum(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+/// `ReduceSum(X, axes)` or `ReduceMean(X, axes)` (axes from input 1 since
+/// opset 13 for ReduceSum and 18 for ReduceMean, the attribute before),
+/// with `keepdims` and `noop_with_empty_axes`.
+pub(super) fn reduce(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let xn = node.required(0)?;
+    let op = node.op();
     if imp.is_const(xn) {
-        return unsupported("ReduceSum of a constant (fold it when exporting)");
+        return unsupported(format!("{op} of a constant (fold it when exporting)"));
     }
-    let axes = if imp.opset >= 13 { ints_input_or_attr(imp, node, 1, "axes")? } else { node.ints("axes")? };
+    let axes_input = imp.opset >= if op == "ReduceSum" { 13 } else { 18 };
+    let axes = if axes_input { ints_input_or_attr(imp, node, 1, "axes")? } else { node.ints("axes")? };
     let x = imp.dynamic_reordered(xn)?;
     let rank = x.dims.len() as i64;
     let axes = match axes.filter(|a| !a.is_empty()) {
@@ -63,7 +70,24 @@ pub(super) fn reduce_sum(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         weight[o * n_in + i] = 1.0;
     }
     let weight = super::linear::absorb(imp, &x, weight, n_out);
-    Ok(Pending::value(node, x.id, weight, vec![0.0; n_out], dims))
+    let sum = Pending::value(node, x.id, weight, vec![0.0; n_out], dims.clone());
+    if op == "ReduceSum" { Ok(sum) } else { mean(imp, node, sum, n_in / n_out.max(1), dims) }
+}
+
+/// The sum of `n` values divided by `n`, one rounding.
+fn mean(imp: &mut Importer, node: &Node, sum: Value, n: usize, dims: Vec<usize>) -> OpResult<Value> {
+    let Value::Pending(p) = sum else { unreachable!("a sum is a pending layer") };
+    let name = format!("{}.sum", node.name);
+    imp.restore_pending(&name, p);
+    let s = imp.dynamic(&name)?;
+    let iv = |lo, hi| Interval::new(lo, hi).map_err(|e| OpError::Msg(e.to_string()));
+    let inv = iv(fp::div_down(1.0, n as f64), fp::div_up(1.0, n as f64))?;
+    let k: usize = dims.iter().product();
+    let flat = imp.net.reshape(format!("{}.flat", node.name), s.id, Shape::flat(k))?;
+    let op = Op::ChannelAffine { mul: vec![inv; k], add: vec![iv(0.0, 0.0)?; k], float_ops: 1 };
+    let id = imp.push(node, "", op, &[flat])?;
+    let id = imp.net.reshape(format!("{}.unflat", node.name), id, ir_shape(&dims))?;
+    Ok(Value::Dyn(Dyn::new(id, dims)))
 }
 
 #[cfg(test)]
