@@ -4,12 +4,10 @@
 //! element (weight 1) or hold a constant (its bias): every weight and
 //! constant is exact, so the dense step's rounding bound covers the copy.
 
+use super::MAX_WEIGHTS;
 use super::linear::absorb;
 use crate::graph::{Dyn, Importer, Node, OpResult, Pending, Value, unsupported};
 use crate::tensor::{Kind, Tensor, broadcast_dims, norm_axis, numel};
-
-/// Most weights such a layer may have (as ConvTranspose's dense layer).
-const MAX_WEIGHTS: usize = 1 << 22;
 
 /// The layer `y[o] = x[src[o]]` (or `bias[o]` where `src[o]` is `None`)
 /// over `x`, with the ONNX dims of `y`.

@@ -2,10 +2,8 @@
 //! convolution's exact weights: small decoders and upsampling heads only
 //! (the dense matrix is limited to [`MAX_WEIGHTS`] entries).
 
+use super::MAX_WEIGHTS;
 use crate::graph::{Importer, Node, OpResult, Pending, Value, unsupported};
-
-/// Largest dense matrix a ConvTranspose becomes (`n_out × n_in`).
-const MAX_WEIGHTS: usize = 1 << 22;
 
 pub(super) fn conv_transpose(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let (xn, wn) = (node.required(0)?, node.required(1)?);

@@ -20,6 +20,10 @@ const SUPPORTED: &str = "Gemm, MatMul, Conv (1-D and 2-D, dilated), ConvTranspos
     Pad (zeros on H and W), Softmax (last, dropped), ReduceSum, ReduceMean, Squeeze, Unsqueeze, Concat (also of constants with one network value), Identity, Dropout, Expand, and on constants Shape, Cast, Constant, ConstantOfShape, \
     Range, Where, Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not";
 
+/// Most weights (`n_out × n_in`) of a dense layer that an operator
+/// without a step of its own becomes (ConvTranspose, reductions, copies).
+const MAX_WEIGHTS: usize = 1 << 22;
+
 /// Every ONNX operator type the importer reads, in some form (the
 /// restrictions are in [`SUPPORTED`]'s text and in each refusal).
 pub const OPERATORS: &[&str] = &[

@@ -4,13 +4,11 @@
 //! mean then divides by the count: one rounded operation whose factor is
 //! `1/n` rounded down and up, which holds both `s/n` and `s·fl(1/n)`.
 
+use super::MAX_WEIGHTS;
 use super::shape::ints_input_or_attr;
 use crate::graph::{Dyn, Importer, Node, OpError, OpResult, Pending, Value, ir_shape, unsupported};
 use polycert_deeppoly::{Op, Shape};
 use polycert_interval::{Interval, fp};
-
-/// Most weights of the dense layer a reduction becomes (as ConvTranspose).
-const MAX_WEIGHTS: usize = 1 << 22;
 
 /// The output dims of reducing `dims` over `reduced`, and each input
 /// element's output index (row-major).
