@@ -2,7 +2,7 @@
 //! (DeepPoly and the attack, in large batches), then the images left open
 //! refined, the closest margin first, in rounds of rising cost (optimised
 //! slopes, then branch and bound), until the budget is spent. A round
-//! before the last ends early once a chunk of the closest open images
+//! without a search ends early once a chunk of the closest open images
 //! gains nothing: those further away gain less still, and the time goes
 //! to the next round or back to the user.
 
@@ -131,14 +131,14 @@ impl TestSet<'_> {
         let deadline = budget.map(|b| start + Duration::from_secs_f64(b - (b * END_SHARE).min(END_MOST)));
         let (mut open, first) = self.first_pass(jobs, emit)?;
         let mut phases = vec![first];
-        let rounds = self.rounds();
-        let last = rounds.len().saturating_sub(1);
-        for (k, (name, opts)) in rounds.into_iter().enumerate() {
+        for (name, opts) in self.rounds() {
             if open.is_empty() {
                 break;
             }
             let opts = Options { deadline, ..opts };
-            let (rest, phase) = self.refine((name, k < last || self.ends_early()), jobs, open, &opts, emit)?;
+            // A round without a search ends at a chunk that gains nothing.
+            let early = !searches(&opts);
+            let (rest, phase) = self.refine((name, early), jobs, open, &opts, emit)?;
             open = rest;
             phases.push(phase);
         }
@@ -184,21 +184,12 @@ impl TestSet<'_> {
     /// search, then the search (with its slopes).
     fn rounds(&self) -> Vec<(&'static str, Options)> {
         let o = &self.plan.opts;
-        let searches = o.search.split_inputs > 0 || o.search.split_relus;
-        match (o.crown.optimize_slopes, searches) {
+        match (o.crown.optimize_slopes, searches(o)) {
             (true, true) => vec![("optimised slopes", no_search(o)), ("branch and bound", o.clone())],
             (true, false) => vec![("optimised slopes", o.clone())],
             (false, true) => vec![("branch and bound", o.clone())],
             (false, false) => Vec::new(),
         }
-    }
-
-    /// Whether the last round too ends at a chunk that gains nothing: when
-    /// it does not search (`--no-bab`), whose images each get one bounded
-    /// analysis, as the earlier rounds.
-    fn ends_early(&self) -> bool {
-        let o = &self.plan.opts;
-        !(o.search.split_inputs > 0 || o.search.split_relus)
     }
 
     /// One round over the open images, closest margin first, chunk by chunk
@@ -282,6 +273,11 @@ fn fitting(deadline: Option<Instant>, pace: Option<f64>) -> usize {
         }
         _ => CHUNK,
     }
+}
+
+/// Whether `o` runs branch and bound.
+fn searches(o: &Options) -> bool {
+    o.search.split_inputs > 0 || o.search.split_relus
 }
 
 /// `o` without branch and bound (as `--no-bab` sets it).
