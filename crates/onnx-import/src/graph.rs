@@ -397,7 +397,7 @@ pub(crate) fn import(model: &ModelProto, file: &str) -> Result<Imported, ImportE
     };
     imp.values.insert(input.name.clone(), Value::Dyn(Dyn::new(0, layout.ir_dims)));
     run_nodes(&mut imp, graph, &needed, file)?;
-    let out = graph_output(&mut imp, out_name).map_err(model_err)?;
+    let out = graph_output(&mut imp, out_name, &input.name).map_err(model_err)?;
     Ok(Imported {
         network: imp.net,
         file: file.to_string(),
@@ -528,22 +528,51 @@ fn run_nodes(imp: &mut Importer, graph: &GraphProto, needed: &[bool], file: &str
 
 /// The graph output as the network's last node (a final reshape pushed
 /// when it is not, or when it is the input itself).
-fn graph_output(imp: &mut Importer, out_name: &str) -> Result<Dyn, String> {
+fn graph_output(imp: &mut Importer, out_name: &str, input_name: &str) -> Result<Dyn, String> {
     if imp.is_const(out_name) {
-        return Err(format!("graph output '{out_name}' is a constant: it does not depend on the input"));
+        return constant_output(imp, out_name, input_name);
     }
     if !imp.values.contains_key(out_name) {
         return Err(format!("graph output '{out_name}' is not computed by any node"));
     }
-    let out = imp.dynamic(out_name).map_err(|e| match e {
-        OpError::Ir(e) => format!("output '{out_name}': {e}"),
-        OpError::Msg(m) | OpError::Unsupported(m) => format!("output '{out_name}': {m}"),
-    })?;
+    let out = imp.dynamic(out_name).map_err(|e| format!("output '{out_name}': {}", message(e)))?;
     if out.id != imp.net.output() || out.id == 0 {
         let shape = imp.net.node(out.id).shape;
         imp.net.reshape("output", out.id, shape).map_err(|e| e.to_string())?;
     }
     Ok(out)
+}
+
+/// A graph output that does not depend on the input (Shape of the input,
+/// say): a dense layer with zero weights and the constant as its bias. Its
+/// inference is exact where every element is a float32, as polycert's
+/// float32 outputs are; other constants are refused.
+fn constant_output(imp: &mut Importer, out_name: &str, input_name: &str) -> Result<Dyn, String> {
+    let c = imp.constant(out_name).map_err(|e| format!("output '{out_name}': {}", message(e)))?;
+    if let Some(v) = c.data.iter().find(|&&v| v as f32 as f64 != v) {
+        return Err(format!("graph output '{out_name}' is a constant with {v}, which is not a float32"));
+    }
+    let x = imp.dynamic(input_name).map_err(|e| format!("input '{input_name}': {}", message(e)))?;
+    let (n_in, n_out) = (imp.net.node(x.id).shape.numel(), c.data.len());
+    if n_in.saturating_mul(n_out) > ops::MAX_WEIGHTS {
+        return Err(format!("graph output '{out_name}' is a constant of {n_out} values: too large beside the input"));
+    }
+    let op = Op::Dense { weight: vec![0.0; n_in * n_out], bias: c.data.clone(), out: n_out };
+    let id = imp.net.push(format!("{out_name}.constant"), op, &[x.id]).map_err(|e| e.to_string())?;
+    let want = ir_shape(&c.dims);
+    let id = if imp.net.node(id).shape == want {
+        id
+    } else {
+        imp.net.reshape("output", id, want).map_err(|e| e.to_string())?
+    };
+    Ok(Dyn::new(id, c.dims))
+}
+
+fn message(e: OpError) -> String {
+    match e {
+        OpError::Ir(e) => e.to_string(),
+        OpError::Msg(m) | OpError::Unsupported(m) => m,
+    }
 }
 
 fn run_node(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use polycert_deeppoly::base::eval::eval;
+use polycert_onnx::onnx_pb::{TensorProto, tensor_proto::DataType};
 use polycert_onnx::{ImportError, import_model, load_onnx};
 
 #[test]
@@ -97,7 +98,13 @@ fn bad_weights_and_unsupported_ops_name_the_node() {
     assert!(import_err(&missing).to_string().contains("'nope'"));
     let constant_out =
         model(&[1, 2], vec![node("Relu", "r", &["c"], &["y"], vec![])], vec![floats("c", &[2], &[1.0, 2.0])], 13);
-    assert!(import_err(&constant_out).to_string().contains("does not depend on the input"));
+    // A constant output is a dense layer of zero weights with the constant
+    // as its bias; one that float32 cannot hold is refused.
+    let m = import(&constant_out);
+    assert_eq!(eval::<f32>(&m.network, &[-1.5, 2.0]), vec![1.0, 2.0]);
+    let tenth = TensorProto { data_type: DataType::Double as i32, double_data: vec![0.1], ..floats("c", &[1], &[]) };
+    let double_out = model(&[1, 2], vec![node("Relu", "r", &["c"], &["y"], vec![])], vec![tenth], 13);
+    assert!(import_err(&double_out).to_string().contains("constant with 0.1, which is not a float32"));
 }
 
 #[test]

@@ -274,6 +274,15 @@ fn vnnlib_2_errors_give_line_and_column() {
     assert!(parse_vnnlib(init, "i.vnnlib", 4, 2).unwrap_err().to_string().contains("'initialized'"));
     let mixed = format!("{head}(declare-const X_0 Real)\n");
     assert!(parse_vnnlib(&mixed, "m.vnnlib", 4, 2).unwrap_err().to_string().contains("declare-const"));
+    // Integer outputs (a folded Shape) are read; integer inputs are refused.
+    let int_out = "(vnnlib-version <2.0>)\n(declare-network n (declare-input X float32 [4]) (declare-output Y int64 [2]))\n\
+                   (assert (<= X[0] 1))\n(assert (>= X[0] 0))\n(assert (<= X[1] 1))\n(assert (>= X[1] 0))\n\
+                   (assert (<= X[2] 1))\n(assert (>= X[2] 0))\n(assert (<= X[3] 1))\n(assert (>= X[3] 0))\n\
+                   (assert (>= Y[1] 4))\n";
+    parse_vnnlib(int_out, "o.vnnlib", 4, 2).unwrap();
+    let int_in = int_out.replace("X float32", "X int64");
+    let e = parse_vnnlib(&int_in, "i.vnnlib", 4, 2).unwrap_err().to_string();
+    assert!(e.starts_with("i.vnnlib:2:37: element type 'int64' is not supported (Real or a float type)"), "{e}");
 }
 
 /// Operand order and strictness (issue 11): `(<= Y_0 Y_1)`, `(>= Y_1 Y_0)`

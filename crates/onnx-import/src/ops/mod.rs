@@ -22,7 +22,7 @@ const SUPPORTED: &str = "Gemm, MatMul, Conv (1-D and 2-D, dilated), ConvTranspos
 
 /// Most weights (`n_out × n_in`) of a dense layer that an operator
 /// without a step of its own becomes (ConvTranspose, reductions, copies).
-const MAX_WEIGHTS: usize = 1 << 22;
+pub(crate) const MAX_WEIGHTS: usize = 1 << 22;
 
 /// Every ONNX operator type the importer reads, in some form (the
 /// restrictions are in [`SUPPORTED`]'s text and in each refusal).

@@ -18,6 +18,7 @@ pub(super) struct Tensor {
 
 /// Element types read as reals.
 const FLOAT_TYPES: [&str; 9] = ["Real", "real", "float", "float16", "float32", "float64", "double", "F32", "F64"];
+const INT_TYPES: [&str; 8] = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"];
 
 /// A network a VNNLIB 2.0 text declares: its name, and the network it is
 /// declared `equal-to` or `isomorphic-to` (the relation and that name).
@@ -134,8 +135,12 @@ impl Parser<'_> {
             if !is_name(t) || self.tensors.iter().chain(&tensors).any(|x: &Tensor| x.name == t) || t == name {
                 return Err(self.err(tpos, format!("bad or repeated tensor name '{t}'")));
             }
-            if !FLOAT_TYPES.contains(&ty) {
-                return Err(self.err(typos, format!("element type '{ty}' is not supported (Real or a float type)")));
+            // An integer output can only be a constant the importer folded
+            // (every op that makes integers of network values is refused),
+            // which polycert computes exactly.
+            if !FLOAT_TYPES.contains(&ty) && !(kind == 1 && INT_TYPES.contains(&ty)) {
+                let allowed = if kind == 1 { "Real, a float or an integer type" } else { "Real or a float type" };
+                return Err(self.err(typos, format!("element type '{ty}' is not supported ({allowed})")));
             }
             if let Some(opt) = decl.get(4) {
                 let what = atom(opt).map_or("an option", |a| a.0);
