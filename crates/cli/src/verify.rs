@@ -247,7 +247,13 @@ pub fn run(mut a: VerifyArgs) -> Result<bool> {
         }
     })?;
     bar.finish_and_clear();
-    finish(&a, &records, spent, &imported)
+    let ok = {
+        let _p = polycert_deeppoly::base::profile::span("cli.finish");
+        finish(&a, &records, spent, &imported)
+    };
+    let _p = polycert_deeppoly::base::profile::span("cli.close_backend");
+    drop(engine);
+    ok
 }
 
 /// The result file, the summary, the VNN-LIB 2.0 answer and the exit status.

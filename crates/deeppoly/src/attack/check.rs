@@ -59,20 +59,40 @@ impl<B: crate::base::backend::Backend<T>, T: polycert_interval::Fp> crate::base:
     /// runtimes (onnxruntime, VNN-COMP's checker) reproduce it. A backend
     /// failure confirms nothing.
     pub fn confirm(&self, sp: &SubProblem, x: &[f32]) -> bool {
-        if !sp.input.holds_f32(x) {
-            return false;
+        self.confirm_all(&[(sp, x)])[0]
+    }
+
+    /// [`Self::confirm`] for several points, in one forward pass over
+    /// their zero-width boxes (at most [`CONFIRM_BATCH`] at a time).
+    pub fn confirm_all(&self, points: &[(&SubProblem, &[f32])]) -> Vec<bool> {
+        let mut ok = vec![false; points.len()];
+        let mut pending = Vec::new();
+        for (i, &(sp, x)) in points.iter().enumerate() {
+            if !sp.input.holds_f32(x) {
+                continue;
+            }
+            // Float32 computes these outputs exactly, in every order.
+            match crate::attack::exact::exact_f32_outputs(self.net, x) {
+                Some(y) => ok[i] = hits(self.net, sp, &y, &y),
+                None => pending.push(i),
+            }
         }
-        // Float32 computes these outputs exactly, in every order.
-        if let Some(y) = crate::attack::exact::exact_f32_outputs(self.net, x) {
-            return hits(self.net, sp, &y, &y);
+        let n = self.net.output_shape().numel();
+        for part in pending.chunks(CONFIRM_BATCH) {
+            let boxes: Vec<_> = part.iter().map(|&i| crate::base::property::InputBox::point(points[i].1)).collect();
+            let Ok(st) = self.forward_pass(&boxes.iter().collect::<Vec<_>>()) else { continue };
+            let out = &st.bounds[self.net.output()];
+            for (s, &i) in part.iter().enumerate() {
+                let f = |v: &[T]| v[s * n..(s + 1) * n].iter().map(|v| v.to_f64_exact()).collect::<Vec<f64>>();
+                ok[i] = hits(self.net, points[i].0, &f(&out.lo), &f(&out.hi));
+            }
         }
-        let Ok(st) = self.forward_pass(&[&crate::base::property::InputBox::point(x)]) else { return false };
-        let out = &st.bounds[self.net.output()];
-        let (lo, hi): (Vec<f64>, Vec<f64>) =
-            (out.lo.iter().map(|v| v.to_f64_exact()).collect(), out.hi.iter().map(|v| v.to_f64_exact()).collect());
-        hits(self.net, sp, &lo, &hi)
+        ok
     }
 }
+
+/// Points confirmed in one forward pass, at most.
+pub const CONFIRM_BATCH: usize = 64;
 
 /// Gradient of `Σ g_out·y` with respect to the input, given every node's
 /// values `vals` at the point (f64, on the host: the conformance suite's
@@ -167,6 +187,13 @@ pub(crate) fn hinge_seed(conj: &[crate::base::property::Halfspace], y: &[f64], k
     seed
 }
 
+/// How far `y` is from the whole unsafe region: the least, over its
+/// disjuncts, of [`worst_halfspace`] (at most 0 inside it). A point aimed at
+/// one disjunct often lands in another.
+pub(crate) fn region_excess(sp: &SubProblem, y: &[f64]) -> f64 {
+    (0..sp.unsafe_region.len()).filter_map(|d| worst_halfspace(sp, d, y)).map(|(_, m)| m).fold(f64::INFINITY, f64::min)
+}
+
 /// Checks the box centre in float32 inference against the unsafe region.
 pub(crate) fn falsify_centre(net: &Network, sp: &SubProblem) -> Option<Counterexample> {
     let x: Vec<f32> = sp.input.centre().iter().map(|&v| v as f32).collect();
@@ -178,7 +205,7 @@ mod tests {
     use super::*;
     use crate::base::ir::Shape;
     use crate::base::property::weakest_disjuncts;
-    use crate::base::property::{InputBox, Property};
+    use crate::base::property::{Halfspace, InputBox, Property};
 
     #[test]
     fn weakest_disjuncts_keeps_the_unproved_ones_in_order() {
@@ -243,5 +270,20 @@ mod tests {
         let s = b(0.0, 1.0f64.next_up()).with_float32(vec![0.0], vec![1.0]).expect("f32");
         assert_eq!(s.to_f32_inside(&[2.0]), vec![1.0f32]);
         assert!(!s.holds_f32(&[1.0f32.next_up()]) && s.holds_f32(&[1.0]));
+    }
+
+    /// The distance to the whole region is the least over its disjuncts,
+    /// each disjunct's being its worst half-space's.
+    #[test]
+    fn region_excess_is_the_nearest_disjunct() {
+        let h = |c: [f64; 2], d: f64| Halfspace::new(c.to_vec(), d);
+        let sp = SubProblem {
+            input: InputBox::point(&[0.0]),
+            unsafe_region: vec![vec![h([1.0, 0.0], 0.0), h([0.0, 1.0], 5.0)], vec![h([-1.0, 0.0], -3.0)]],
+        };
+        // At y = (2, 1): the first disjunct misses by 2 (its worst), the second by 1.
+        assert_eq!(worst_halfspace(&sp, 0, &[2.0, 1.0]), Some((0, 2.0)));
+        assert_eq!(region_excess(&sp, &[2.0, 1.0]), 1.0);
+        assert_eq!(region_excess(&sp, &[4.0, 1.0]), -1.0);
     }
 }

@@ -5,7 +5,7 @@
 //! is reported only after plain float32 inference confirms it
 //! ([`crate::attack::check::check_f32`]).
 
-use crate::attack::check::{Schedule, check_f32, hinge_seed, worst_halfspace};
+use crate::attack::check::{Schedule, check_f32, hinge_seed, region_excess, worst_halfspace};
 use crate::base::analyzer::{Analyzer, Params};
 use crate::base::backend::{BResult, Backend, Pointwise};
 use crate::base::budget::Budget;
@@ -14,6 +14,12 @@ use crate::base::property::{Counterexample, SubProblem};
 use crate::base::recorded::StepGraph;
 use polycert_interval::{Fp, fp};
 use rayon::prelude::*;
+
+/// How far short of the unsafe region (a share of the outputs' largest
+/// magnitude) a point is checked in float32: the backend's sums differ from
+/// float32 inference's by far less. At the last step, ten times as far.
+const SHORT: f64 = 1e-4;
+const LAST_SHORT: f64 = 1e-3;
 
 /// One attack run: a sub-problem, one disjunct of its unsafe region, and
 /// the group (property) a hit decides.
@@ -224,10 +230,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
     }
 
     /// After inference at step `s` of `steps` (outputs `y`, points from
-    /// `xs`): checks in float32 the points a little short of the region,
-    /// and every point at the last step (float32 rounding alone may reach
-    /// the region), recording hits; returns the seeds of the next
-    /// gradient (each active point's worst half-space).
+    /// `xs`): checks in float32 the points a little short of the unsafe
+    /// region (any of its disjuncts, not only the one aimed at), further
+    /// short at the last step, recording hits; returns the seeds of the
+    /// next gradient (each active point's worst half-space).
     #[allow(clippy::too_many_arguments)]
     fn check_step(
         &self,
@@ -252,7 +258,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             };
             // The search's arithmetic differs from float32 inference.
             let scale = yp.iter().fold(1.0f64, |a, v| a.max(v.abs()));
-            if m <= 1e-4 * scale || s == steps {
+            let short = if s == steps { LAST_SHORT } else { SHORT };
+            if m.min(region_excess(t.sp, &yp)) <= short * scale {
                 candidates.push(i);
             }
             let seed = hinge_seed(&t.sp.unsafe_region[t.disjunct], &yp, k, self.opts.attack.hinge * scale);
@@ -265,6 +272,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         let _p = crate::base::profile::span("pgd.check");
         let xs = xs()?;
+        let f32_span = crate::base::profile::span("pgd.check.f32");
         let found: Vec<(usize, Counterexample)> = candidates
             .par_iter()
             .filter_map(|&i| {
@@ -273,9 +281,14 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 check_f32(self.net, pts[i].sp, &box_.to_f32_inside(&xp)).map(|c| (i, c))
             })
             .collect();
-        for (i, cex) in found {
+        drop(f32_span);
+        let _c = crate::base::profile::span("pgd.check.confirm");
+        // All confirmed at once; a group takes its first confirmed point.
+        let points: Vec<_> = found.iter().map(|(i, c)| (pts[*i].sp, &c.input[..])).collect();
+        let ok = self.confirm_all(&points);
+        for ((i, cex), ok) in found.into_iter().zip(ok) {
             let g = pts[i].group;
-            if hits[g].is_none() && self.confirm(pts[i].sp, &cex.input) {
+            if ok && hits[g].is_none() {
                 hits[g] = Some(cex);
             }
         }
