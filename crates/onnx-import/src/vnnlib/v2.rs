@@ -138,7 +138,8 @@ impl Parser<'_> {
             // An integer output can only be a constant the importer folded
             // (every op that makes integers of network values is refused),
             // which polycert computes exactly.
-            if !FLOAT_TYPES.contains(&ty) && !(kind == 1 && INT_TYPES.contains(&ty)) {
+            let readable = FLOAT_TYPES.contains(&ty) || (kind == 1 && INT_TYPES.contains(&ty));
+            if !readable {
                 let allowed = if kind == 1 { "Real, a float or an integer type" } else { "Real or a float type" };
                 return Err(self.err(typos, format!("element type '{ty}' is not supported ({allowed})")));
             }
