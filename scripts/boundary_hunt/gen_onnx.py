@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+from onnx import TensorProto
 
 from onnx_builder import F32, MAX_NEURONS, Builder, Net, Skip, V
 
@@ -476,6 +477,33 @@ def reduce_sum(b: Builder, x: V) -> V:
     return V(y, shape)
 
 
+def steps(b: Builder, x: V) -> V:
+    """Steps of network values: a comparison with one constant cast back to
+    float, Where between the value and a constant, a Cast to int64 (of a
+    scaled value, plus an int64 0) or to bool and back to float."""
+    r = b.rng
+    mode = b.pick(["greater", "equal", "where", "cast_int", "cast_bool"])
+    b.features.add("step:" + mode)
+    t = b.const(np.array([r.uniform(-0.5, 0.5)], dtype=F32))
+    if mode == "greater":
+        ops = ["Greater", "Less"] + (["GreaterOrEqual", "LessOrEqual"] if b.opset >= 12 else [])
+        op = str(r.choice(ops))
+        c = b.node(op, [x.name, t] if r.random() < 0.7 else [t, x.name])
+    elif mode == "equal":
+        c = b.node("Equal", [b.node("Relu", [x.name]), b.const(np.zeros(1, dtype=F32))])
+    elif mode == "where":
+        cond = b.node(str(r.choice(["Greater", "Less"])), [x.name, t])
+        k = b.const(np.array([r.uniform(-2, 2)], dtype=F32))
+        return V(b.node("Where", [cond, x.name, k] if r.random() < 0.5 else [cond, k, x.name]), x.shape)
+    elif mode == "cast_int":
+        scaled = b.node("Mul", [x.name, b.const(np.array([r.uniform(1, 8)], dtype=F32))])
+        i = b.node("Cast", [scaled], to=TensorProto.INT64)
+        c = b.node("Add", [i, b.ints([0])]) if r.random() < 0.5 else i
+    else:
+        c = b.node("Cast", [x.name], to=TensorProto.BOOL)
+    return V(b.node("Cast", [c], to=TensorProto.FLOAT), x.shape)
+
+
 FLAT_BLOCKS = {
     "dense": dense_act,
     "activation": activation,
@@ -484,6 +512,7 @@ FLAT_BLOCKS = {
     "residual": residual,
     "maxmin": maxmin,
     "shape": shape_ops,
+    "steps": steps,
 }
 IMAGE_BLOCKS = {
     "conv": conv,

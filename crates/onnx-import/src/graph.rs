@@ -212,9 +212,28 @@ pub(crate) struct Importer<'a> {
     pub output: &'a str,
     /// The opset (some ops' defaults depend on it).
     pub opset: i64,
+    /// Values of the network that hold integers (after a Cast to one).
+    ints: HashSet<String>,
 }
 
 impl<'a> Importer<'a> {
+    /// Whether `name` is a network value of an integer type.
+    pub fn is_integer(&self, name: &str) -> bool {
+        self.ints.contains(name)
+    }
+
+    /// Records `node`'s outputs as integers where `f` makes integers.
+    pub fn mark_integer(&mut self, node: &Node, f: &polycert_deeppoly::Elementwise) {
+        if matches!(f, polycert_deeppoly::Elementwise::Trunc { .. }) {
+            self.mark_outputs_integer(node);
+        }
+    }
+
+    /// Records every output of `node` as an integer value.
+    pub fn mark_outputs_integer(&mut self, node: &Node) {
+        self.ints.extend(node.proto.output.iter().filter(|o| !o.is_empty()).cloned());
+    }
+
     pub fn is_const(&self, name: &str) -> bool {
         matches!(self.values.get(name), Some(Value::Const(_)))
             || (!self.values.contains_key(name) && self.inits.contains_key(name))
@@ -394,6 +413,7 @@ pub(crate) fn import(model: &ModelProto, file: &str) -> Result<Imported, ImportE
         nhwc_input: layout.permutation.is_some().then_some(input.name.as_str()),
         output: out_name,
         opset,
+        ints: HashSet::new(),
     };
     imp.values.insert(input.name.clone(), Value::Dyn(Dyn::new(0, layout.ir_dims)));
     run_nodes(&mut imp, graph, &needed, file)?;
@@ -530,7 +550,7 @@ fn run_nodes(imp: &mut Importer, graph: &GraphProto, needed: &[bool], file: &str
 /// when it is not, or when it is the input itself).
 fn graph_output(imp: &mut Importer, out_name: &str, input_name: &str) -> Result<Dyn, String> {
     if imp.is_const(out_name) {
-        return constant_output(imp, out_name, input_name);
+        return ops::constant_output(imp, out_name, input_name);
     }
     if !imp.values.contains_key(out_name) {
         return Err(format!("graph output '{out_name}' is not computed by any node"));
@@ -543,32 +563,7 @@ fn graph_output(imp: &mut Importer, out_name: &str, input_name: &str) -> Result<
     Ok(out)
 }
 
-/// A graph output that does not depend on the input (Shape of the input,
-/// say): a dense layer with zero weights and the constant as its bias. Its
-/// inference is exact where every element is a float32, as polycert's
-/// float32 outputs are; other constants are refused.
-fn constant_output(imp: &mut Importer, out_name: &str, input_name: &str) -> Result<Dyn, String> {
-    let c = imp.constant(out_name).map_err(|e| format!("output '{out_name}': {}", message(e)))?;
-    if let Some(v) = c.data.iter().find(|&&v| v as f32 as f64 != v) {
-        return Err(format!("graph output '{out_name}' is a constant with {v}, which is not a float32"));
-    }
-    let x = imp.dynamic(input_name).map_err(|e| format!("input '{input_name}': {}", message(e)))?;
-    let (n_in, n_out) = (imp.net.node(x.id).shape.numel(), c.data.len());
-    if n_in.saturating_mul(n_out) > ops::MAX_WEIGHTS {
-        return Err(format!("graph output '{out_name}' is a constant of {n_out} values: too large beside the input"));
-    }
-    let op = Op::Dense { weight: vec![0.0; n_in * n_out], bias: c.data.clone(), out: n_out };
-    let id = imp.net.push(format!("{out_name}.constant"), op, &[x.id]).map_err(|e| e.to_string())?;
-    let want = ir_shape(&c.dims);
-    let id = if imp.net.node(id).shape == want {
-        id
-    } else {
-        imp.net.reshape("output", id, want).map_err(|e| e.to_string())?
-    };
-    Ok(Dyn::new(id, c.dims))
-}
-
-fn message(e: OpError) -> String {
+pub(crate) fn message(e: OpError) -> String {
     match e {
         OpError::Ir(e) => e.to_string(),
         OpError::Msg(m) | OpError::Unsupported(m) => m,

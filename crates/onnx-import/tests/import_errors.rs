@@ -182,7 +182,20 @@ fn shape_arithmetic_on_network_values_is_refused_by_name() {
     refused(&expand(&[1 << 40, 2]), &["'ex'", "Expand", "too large for a dense layer"]);
     let c = floats("c", &[1, 2], &[1.0, 2.0]);
     refused(&one(node("Where", "sel", &["x", "c", "c"], &["y"], vec![]), vec![c.clone()]), &["'sel'", "Where"]);
-    refused(&one(node("Greater", "cmp", &["x", "c"], &["y"], vec![]), vec![c]), &["'cmp'", "Greater", "step"]);
+    refused(&one(node("Greater", "cmp", &["x", "c"], &["y"], vec![]), vec![c]), &["'cmp'", "Greater", "differs"]);
+    // Steps against one constant are exact elementwise nodes.
+    let half = floats("h", &[], &[0.5]);
+    let gt = import(&one(node("Greater", "cmp", &["x", "h"], &["y"], vec![]), vec![half.clone()]));
+    assert_eq!(eval::<f32>(&gt.network, &[0.5, 0.75]), [0.0, 1.0]);
+    // Integer values may be cast, compared or given +0; arithmetic wraps, so it is refused.
+    let to_int = |n: polycert_onnx::onnx_pb::NodeProto, inits| {
+        let cast = node("Cast", "ci", &["x"], &["i"], vec![attr_i("to", 7)]);
+        model(&[1, 2], vec![cast, n], inits, 13)
+    };
+    let zero = int64s("z", &[0], false);
+    let plus0 = import(&to_int(node("Add", "a", &["i", "z"], &["y"], vec![]), vec![zero.clone()]));
+    assert_eq!(eval::<f32>(&plus0.network, &[2.7, -2.7]), [2.0, -2.0]);
+    refused(&to_int(node("Mul", "m", &["i", "z"], &["y"], vec![]), vec![zero]), &["'m'", "Mul", "integer", "wraps"]);
     // Too few inputs: an error naming the op, not a panic.
     let short =
         one(node("Range", "rg", &["a", "b"], &["y"], vec![]), vec![int64s("a", &[0], false), int64s("b", &[4], false)]);

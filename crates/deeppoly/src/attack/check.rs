@@ -104,6 +104,7 @@ pub fn reference_gradient(net: &Network, vals: &[Vec<f64>], g_out: &[f64]) -> Ve
         let x = &vals[net.node(id).inputs[0]];
         match net.node(id).op {
             Op::Relu => gx.iter_mut().zip(g).zip(x).filter(|(_, x)| **x > 0.0).for_each(|((a, &v), _)| *a += v),
+            Op::Elementwise(f) => gx.iter_mut().zip(g).zip(x).for_each(|((a, &v), &x)| *a += v * f.slope(x)),
             Op::Sigmoid => gx.iter_mut().zip(g).zip(x).for_each(|((a, &v), &x)| {
                 let s = 1.0 / (1.0 + (-x).exp());
                 *a += v * s * (1.0 - s);

@@ -55,6 +55,10 @@ pub fn exact_f32_outputs(net: &Network, x: &[f32]) -> Option<Vec<f64>> {
                 let inputs: Vec<&[f64]> = node.inputs.iter().map(|&k| &vals[k][..]).collect();
                 crate::base::eval::eval_node::<f64>(net, id, &inputs)
             }
+            // Its input or a constant: exact where the result is a float32.
+            Op::Elementwise(f) => {
+                ins(0).iter().map(|&v| Some(f.eval(v)).filter(|&y| y as f32 as f64 == y)).collect::<Option<_>>()?
+            }
             // One runtime operation with a constant (`x + a` or `x·m`: an Add,
             // Sub, Mul or Div the importer marks with one rounding): exact
             // when its result is a float32.

@@ -469,6 +469,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 (Op::Sigmoid, _) => {
                     acc(&mut grads, x0, be.pointwise(Pointwise::SigmoidGrad { g: &g, y: self.value(v, x, id) })?)?
                 }
+                (Op::Elementwise(f), _) => {
+                    // On the host: 1 on the value's piece, else 0.
+                    let (gh, xh) = (be.download(&g)?, be.download(self.value(v, x, x0))?);
+                    let gx: Vec<T> = gh
+                        .iter()
+                        .zip(&xh)
+                        .map(|(&g, &x)| if f.slope(x.to_f64_exact()) != 0.0 { g } else { T::zero() })
+                        .collect();
+                    acc(&mut grads, x0, be.upload(&gx)?)?
+                }
                 (Op::Add, _) => {
                     acc(&mut grads, node.inputs[1], be.pointwise(Pointwise::Copy(&g))?)?;
                     acc(&mut grads, x0, g)?;

@@ -133,6 +133,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 Op::Input
                 | Op::Relu
                 | Op::Sigmoid
+                | Op::Elementwise(_)
                 | Op::Add
                 | Op::Reshape
                 | Op::ChannelAffine { .. }

@@ -136,6 +136,8 @@ pub fn eval_node<F: EvalFloat>(net: &Network, id: usize, ins: &[&[F]]) -> Vec<F>
         Op::Conv2d(c) => conv_in_order(c, net.node(node.inputs[0]).shape, node.shape, inp(0)),
         Op::Relu => inp(0).iter().map(|&v| v.max(F::zero())).collect(),
         Op::Sigmoid => inp(0).iter().map(|&v| F::one() / (F::one() + (-v).exp())).collect(),
+        // Exact: each output is its input or a constant of the format.
+        Op::Elementwise(f) => inp(0).iter().map(|&v| F::of(f.eval(v.to_f64().unwrap_or(f64::NAN)))).collect(),
         Op::Add => inp(0).iter().zip(inp(1)).map(|(&a, &b)| a + b).collect(),
         Op::Concat => ins.iter().flat_map(|v| v.iter().copied()).collect(),
         Op::Reshape => inp(0).to_vec(),
@@ -248,7 +250,9 @@ pub(crate) fn backpropagate<E: Coef>(
                 true
             }
             Op::Input => true,
-            Op::Relu | Op::Sigmoid | Op::MaxPool2d(_) | Op::AvgPool2d(_) => local(id, &g, &mut coef[x0]),
+            Op::Relu | Op::Sigmoid | Op::Elementwise(_) | Op::MaxPool2d(_) | Op::AvgPool2d(_) => {
+                local(id, &g, &mut coef[x0])
+            }
         };
         coef[id] = g;
         if !go_on {

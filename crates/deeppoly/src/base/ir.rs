@@ -112,6 +112,9 @@ pub enum Op {
     /// `2·σ(2x) − 1`). Its float inference is taken to be within
     /// [`crate::base::scurve::SIGMOID_TOLERANCE`] of the exact value, in `[0, 1]`.
     Sigmoid,
+    /// A step or selection computed exactly (comparisons, Where, Cast to
+    /// integers): [`crate::base::elementwise`].
+    Elementwise(crate::base::elementwise::Elementwise),
     /// Residual merge of two equally shaped inputs.
     Add,
     /// Concatenation over channels.
@@ -139,6 +142,7 @@ impl Op {
             Op::Conv2d(_) => "Conv2d",
             Op::Relu => "Relu",
             Op::Sigmoid => "Sigmoid",
+            Op::Elementwise(_) => "Elementwise",
             Op::Add => "Add",
             Op::Concat => "Concat",
             Op::MaxPool2d(_) => "MaxPool2d",
@@ -313,7 +317,7 @@ fn infer_shape(op: &Op, ins: &[Shape]) -> Result<Shape, String> {
             let w = window_out(x.w, p.kernel.1, p.stride.1, p.pad.1, p.pad.3)?;
             Ok(Shape::new(x.c, h, w))
         }
-        Op::Relu | Op::Sigmoid | Op::Reshape => Ok(x),
+        Op::Relu | Op::Sigmoid | Op::Elementwise(_) | Op::Reshape => Ok(x),
         Op::ChannelAffine { mul, add, .. } => {
             if mul.len() != x.c || add.len() != x.c {
                 return Err(format!("expects {} channels, got {} and {}", x.c, mul.len(), add.len()));

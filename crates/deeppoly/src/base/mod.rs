@@ -9,6 +9,7 @@ pub mod backend;
 pub mod bounds;
 pub mod budget;
 pub(crate) mod clock;
+pub mod elementwise;
 pub mod eval;
 pub mod geom;
 pub mod infer;

@@ -148,7 +148,8 @@ impl SlotSearch {
         (slopes, warm): (bool, Option<&Slopes>),
     ) -> Option<Self> {
         let nodes = net.nodes();
-        if rows.is_empty() || nodes.iter().any(|n| matches!(n.op, Op::Sigmoid | Op::MaxPool2d(_))) {
+        if rows.is_empty() || nodes.iter().any(|n| matches!(n.op, Op::Sigmoid | Op::Elementwise(_) | Op::MaxPool2d(_)))
+        {
             return None;
         }
         let unstable = free_slopes(net, bounds, nodes.len());

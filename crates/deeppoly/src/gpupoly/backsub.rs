@@ -367,7 +367,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         }
         // A merge can cancel terms: the next check is no longer dominated.
         let merges = parts.iter().any(|(node, _, _)| pending.contains_key(node));
-        let after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid) && !merges;
+        let after_relu = matches!(self.net.node(top).op, Op::Relu | Op::Sigmoid | Op::Elementwise(_)) && !merges;
         for (node, g2, m2) in parts {
             if let Some(d) = self.merge::<A>(st, pending, node, g2, m2)? {
                 A::c_add(be, cst, &d)?;
@@ -468,7 +468,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let (m2, d) = A::conv(self, st, k, &m, g, &out)?;
                 (vec![(x, out, m2)], Some(d))
             }
-            Op::Relu | Op::Sigmoid => {
+            Op::Relu | Op::Sigmoid | Op::Elementwise(_) => {
                 let (m2, d) = A::relu(self, st, k, &m, g)?;
                 (vec![(x, g.relabel(in_shape), m2)], Some(d))
             }
@@ -536,7 +536,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let g2 = match &node.op {
                     Op::Conv2d(c) => g.through_conv(c, s),
                     Op::AvgPool2d(p) | Op::MaxPool2d(p) => g.through_window(s, p.kernel, p.stride, (p.pad.0, p.pad.1)),
-                    Op::Relu | Op::Sigmoid | Op::Add | Op::ChannelAffine { .. } | Op::Concat => g.relabel(s),
+                    Op::Relu | Op::Sigmoid | Op::Elementwise(_) | Op::Add | Op::ChannelAffine { .. } | Op::Concat => {
+                        g.relabel(s)
+                    }
                     _ => Geom::full(s, 1),
                 };
                 next.push((i, g2));

@@ -183,7 +183,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         for r in 0..self.net.nodes().len() {
             let sigmoid = match self.net.node(r).op {
                 Op::Relu => false,
-                Op::Sigmoid => true,
+                // Host relaxations: every layer whose bounds are not a point.
+                Op::Sigmoid | Op::Elementwise(_) => true,
                 _ => continue,
             };
             let p = self.net.node(r).inputs[0];

@@ -94,6 +94,35 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok((Bounds { lo, hi, dev: None }, step))
     }
 
+    /// An exact elementwise function's bounds and relaxation (its lines'
+    /// slopes are 0 or 1 and its constants values of `T`: no rounding).
+    pub(super) fn elementwise_step(
+        &self,
+        f: crate::base::elementwise::Elementwise,
+        x: &Bounds<T, B::Buf>,
+    ) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
+        let n = x.lo.len();
+        let mut cols: [Vec<T>; 6] = std::array::from_fn(|_| Vec::with_capacity(n));
+        for i in 0..n {
+            let r = f.relax((x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact()));
+            cols[0].push(T::from_f64_nearest(r.lam_lo));
+            cols[1].push(fp::from_f64_down(r.mu_lo));
+            cols[2].push(T::from_f64_nearest(r.lam_up));
+            cols[3].push(fp::from_f64_up(r.mu_up));
+            cols[4].push(fp::from_f64_down(r.lo));
+            cols[5].push(fp::from_f64_up(r.hi));
+        }
+        let [ll, ml, lu, mu, lo, hi] = cols;
+        let be = self.backend;
+        let step = Step::Relu {
+            lam_lo: be.upload(&ll)?,
+            lam_up: be.upload(&lu)?,
+            mu_up: be.upload(&mu)?,
+            mu_lo: Some(be.upload(&ml)?),
+        };
+        Ok((Bounds { lo, hi, dev: None }, step))
+    }
+
     /// A max pooling `p`: per output, the selected input's lines.
     pub(super) fn maxpool_step(
         &self,

@@ -8,6 +8,7 @@ use super::MAX_WEIGHTS;
 use super::linear::absorb;
 use crate::graph::{Dyn, Importer, Node, OpResult, Pending, Value, unsupported};
 use crate::tensor::{Kind, Tensor, broadcast_dims, norm_axis, numel};
+use polycert_deeppoly::Op;
 
 /// The layer `y[o] = x[src[o]]` (or `bias[o]` where `src[o]` is `None`)
 /// over `x`, with the ONNX dims of `y`.
@@ -81,4 +82,29 @@ pub(super) fn concat_with_constants(imp: &mut Importer, node: &Node, axis: i64) 
     let (src, val) = (Tensor::concat(&src, a)?, Tensor::concat(&val, a)?);
     let index: Vec<Option<usize>> = src.data.iter().map(|&i| (i >= 0.0).then_some(i as usize)).collect();
     copy_layer(imp, node, &x, &index, val.data, src.dims)
+}
+
+/// A graph output that does not depend on the input (Shape of the input,
+/// say): a dense layer with zero weights and the constant as its bias. Its
+/// inference is exact where every element is a float32, as polycert's
+/// float32 outputs are; other constants are refused.
+pub(crate) fn constant_output(imp: &mut Importer, out_name: &str, input_name: &str) -> Result<Dyn, String> {
+    let c = imp.constant(out_name).map_err(|e| format!("output '{out_name}': {}", crate::graph::message(e)))?;
+    if let Some(v) = c.data.iter().find(|&&v| v as f32 as f64 != v) {
+        return Err(format!("graph output '{out_name}' is a constant with {v}, which is not a float32"));
+    }
+    let x = imp.dynamic(input_name).map_err(|e| format!("input '{input_name}': {}", crate::graph::message(e)))?;
+    let (n_in, n_out) = (imp.net.node(x.id).shape.numel(), c.data.len());
+    if n_in.saturating_mul(n_out) > MAX_WEIGHTS {
+        return Err(format!("graph output '{out_name}' is a constant of {n_out} values: too large beside the input"));
+    }
+    let op = Op::Dense { weight: vec![0.0; n_in * n_out], bias: c.data.clone(), out: n_out };
+    let id = imp.net.push(format!("{out_name}.constant"), op, &[x.id]).map_err(|e| e.to_string())?;
+    let want = crate::graph::ir_shape(&c.dims);
+    let id = if imp.net.node(id).shape == want {
+        id
+    } else {
+        imp.net.reshape("output", id, want).map_err(|e| e.to_string())?
+    };
+    Ok(Dyn::new(id, c.dims))
 }

@@ -2,6 +2,7 @@
 
 mod affine;
 mod broadcast;
+pub(crate) use broadcast::constant_output;
 mod conv_transpose;
 mod fold;
 mod linear;
@@ -12,6 +13,7 @@ mod reduce;
 mod scurve;
 mod shape;
 mod softmax;
+mod step;
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
@@ -84,6 +86,28 @@ pub const OPERATORS: &[&str] = &[
 /// Lowers one node, returning the values of its outputs in order (fewer
 /// than the node declares when the rest are unsupported and unused).
 pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
+    if !node.inputs().iter().any(|n| imp.is_integer(n)) {
+        return run_op(imp, node);
+    }
+    // An integer network value (see `step`).
+    if !step::READ_INTEGERS.contains(&node.op()) {
+        return unsupported(format!(
+            "{} of an integer network value (after a Cast to an integer type): integer arithmetic wraps around, \
+             which is not modelled",
+            node.op()
+        ));
+    }
+    if node.op() == "Add" {
+        return Ok(vec![step::add_zero(imp, node)?]);
+    }
+    let outs = run_op(imp, node)?;
+    if !matches!(node.op(), "Cast" | "Equal" | "Greater" | "Less" | "GreaterOrEqual" | "LessOrEqual") {
+        imp.mark_outputs_integer(node);
+    }
+    Ok(outs)
+}
+
+fn run_op(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
     let one = |v: Value| Ok(vec![v]);
     match node.op() {
         "Gemm" => one(linear::gemm(imp, node)?),
@@ -116,7 +140,13 @@ pub(crate) fn run(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "ConstantOfShape" => one(fold::constant_of_shape(imp, node)?),
         "Expand" => one(fold::expand(imp, node)?),
         "Range" => one(fold::range(imp, node)?),
-        "Where" => one(fold::where_(imp, node)?),
+        "Where" if node.inputs().iter().all(|n| imp.is_const(n)) => one(fold::where_(imp, node)?),
+        "Where" => one(step::where_(imp, node)?),
+        "Equal" | "Greater" | "Less" | "GreaterOrEqual" | "LessOrEqual"
+            if !node.inputs().iter().all(|n| imp.is_const(n)) =>
+        {
+            one(step::compare(imp, node)?)
+        }
         "Equal" | "Greater" | "Less" | "GreaterOrEqual" | "LessOrEqual" | "And" | "Or" | "Xor" | "Not" => {
             one(fold::logic(imp, node)?)
         }

@@ -363,11 +363,7 @@ pub(super) fn cast(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let to = node.int("to", 0)?;
     let float = matches!(to, 1 | 10 | 11 | 16);
     if !imp.is_const(xn) {
-        return if to == 1 {
-            Ok(Value::Dyn(imp.dynamic_reordered(xn)?))
-        } else {
-            unsupported(format!("Cast of a network value to data type {to} (only float32 is supported)"))
-        };
+        return super::step::cast(imp, node, xn, to);
     }
     if matches!(to, 10 | 16) {
         return unsupported("Cast of a constant to float16 or bfloat16 (constants are folded in float32 or float64)");

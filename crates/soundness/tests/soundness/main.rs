@@ -6,6 +6,7 @@ mod common;
 
 mod backend_kernels;
 mod dot;
+mod elementwise;
 mod fp_dot;
 mod hunt;
 mod interval_ops;
