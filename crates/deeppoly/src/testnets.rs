@@ -61,6 +61,32 @@ pub fn random_sigmoid_mlp(rng: &mut SplitMix, widths: &[usize]) -> Network {
     n
 }
 
+/// A random fully connected network whose activations are exact steps:
+/// selections by a comparison with a constant and truncations.
+pub fn random_step_mlp(rng: &mut SplitMix, widths: &[usize]) -> Network {
+    use crate::base::elementwise::{Cmp, Elementwise, Piece};
+    let mut n = Network::new(Shape::flat(widths[0]));
+    let mut x = 0;
+    for (i, w) in widths.windows(2).enumerate() {
+        let a = (2.0 / w[0] as f64).sqrt() * 3.0;
+        let weight = (0..w[0] * w[1]).map(|_| rng.weight(a)).collect();
+        let bias = (0..w[1]).map(|_| rng.weight(0.5)).collect();
+        x = n.push(format!("dense{i}"), Op::Dense { weight, bias, out: w[1] }, &[x]).expect("valid");
+        if i + 2 < widths.len() {
+            let cmps = [Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le, Cmp::Eq, Cmp::Ne];
+            let mut piece =
+                || if rng.below(2) == 0 { Piece::Value } else { Piece::Const(rng.weight(1.0) as f32 as f64) };
+            let (then, other) = (piece(), piece());
+            let f = match rng.below(3) {
+                0 => Elementwise::Trunc { bits: 32 },
+                _ => Elementwise::Select { cmp: cmps[rng.below(6)], at: rng.weight(0.3) as f32 as f64, then, other },
+            };
+            x = n.push(format!("step{i}"), Op::Elementwise(f), &[x]).expect("valid");
+        }
+    }
+    n
+}
+
 fn rand_conv(rng: &mut SplitMix, c_in: usize, c_out: usize, k: usize, s: usize, p: usize) -> Conv2d {
     let a = (2.0 / (c_in * k * k) as f64).sqrt() * 1.5;
     Conv2d {

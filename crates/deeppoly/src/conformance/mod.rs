@@ -14,7 +14,8 @@ use crate::base::options::Options;
 use crate::base::property::{InputBox, Property, Verdict};
 use crate::base::rng::SplitMix;
 use crate::testnets::{
-    densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, two_two,
+    densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, random_step_mlp,
+    two_two,
 };
 use polycert_interval::{FloatModel, Fp};
 
@@ -187,12 +188,13 @@ pub fn late_checks_same_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
 /// node's certified bounds, in f64 and in float32.
 pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(11);
-    for k in 0..15 {
-        let net = match k % 5 {
+    for k in 0..18 {
+        let net = match k % 6 {
             0 => random_mlp(&mut rng, &[5, 12, 12, 3]),
             1 => random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3),
             2 => random_pool_concat(&mut rng, Shape::new(2, 7, 7), 3, 3),
             3 => random_maxpool(&mut rng, Shape::new(2, 8, 8), 3, 3),
+            4 => random_step_mlp(&mut rng, &[5, 12, 12, 12, 3]),
             _ => random_sigmoid_mlp(&mut rng, &[5, 12, 12, 12, 3]),
         };
         let n_in = net.input_shape().numel();
