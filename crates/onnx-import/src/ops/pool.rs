@@ -30,14 +30,17 @@ pub(super) fn pool(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         Some(k) => return unsupported(format!("kernel_shape {k:?} (only 2-D windows are supported)")),
         None => return Err("missing attribute 'kernel_shape'".into()),
     };
-    let (stride, pad) = window(node, kernel, (h, w))?;
+    let (stride, mut pad) = window(node, kernel, (h, w))?;
     if node.int("ceil_mode", 0)? != 0 {
-        // Same result as floor mode when the windows tile the padded input.
-        let exact = |size: usize, p0: usize, p1: usize, k: usize, s: usize| {
-            (size + p0 + p1).saturating_sub(k).is_multiple_of(s)
-        };
-        if !exact(h, pad.0, pad.2, kernel.0, stride.0) || !exact(w, pad.1, pad.3, kernel.1, stride.1) {
-            return unsupported("ceil_mode=1 with windows that do not tile the input");
+        let extra =
+            (ceil_extra(h, (pad.0, pad.2), kernel.0, stride.0), ceil_extra(w, (pad.1, pad.3), kernel.1, stride.1));
+        if extra != (0, 0) {
+            if node.op() != "MaxPool" {
+                return unsupported("AveragePool with ceil_mode=1 and windows that do not tile the input");
+            }
+            // A max ignores padding: the last, partial windows are windows
+            // over more end padding.
+            (pad.2, pad.3) = (pad.2 + extra.0, pad.3 + extra.1);
         }
     }
     let p = Pool { kernel, stride, pad };
@@ -51,6 +54,22 @@ pub(super) fn pool(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         }
         push(imp, node, Op::AvgPool2d(p), &x)
     }
+}
+
+/// The end padding that `ceil_mode` adds along one axis of `size` (pads
+/// `p`, kernel `k`, stride `s`): the output has `ceil((size + p − k)/s) + 1`
+/// windows, less a last one that would start in the end padding (as
+/// onnxruntime and PyTorch count them).
+fn ceil_extra(size: usize, (p0, p1): (usize, usize), k: usize, s: usize) -> usize {
+    let span = size + p0 + p1;
+    if span < k {
+        return 0;
+    }
+    let mut out = (span - k).div_ceil(s) + 1;
+    if (out - 1) * s >= size + p0 {
+        out -= 1;
+    }
+    ((out - 1) * s + k).saturating_sub(span)
 }
 
 /// Pooling over the whole spatial extent.
