@@ -142,8 +142,6 @@ fn errors_give_line_and_column() {
     assert!(m.contains("not linear"));
     let (_, _, m) = syntax(parse("(assert (<= X_0 Y_1))"));
     assert!(m.contains("mix inputs and outputs"));
-    let (_, _, m) = syntax(parse("(assert (<= (+ X_0 X_1) 1))"));
-    assert!(m.contains("box constraints"));
     let (_, _, m) = syntax(parse("(assert (not (<= X_0 1)))"));
     assert!(m.contains("'not'"));
     let (_, _, m) = syntax(parse("(assert (<= X_0 1e999))"));
@@ -343,4 +341,25 @@ fn float32_inputs_stay_in_the_stated_box() {
     assert_eq!(b.hi[0], above as f64);
     assert!(!b.holds_f32(&[above]) && b.holds_f32(&[1.0]));
     assert_eq!(b.to_f32_inside(&[above as f64]), vec![1.0f32]);
+}
+
+/// A linear constraint over several inputs is decided on the box, in exact
+/// rationals: where it holds nowhere its disjunct is dropped, where it holds
+/// everywhere it is dropped; one that cuts the box (a polytope) is refused.
+#[test]
+fn linear_constraints_over_inputs_are_decided_on_the_box() {
+    // X_0 in [0, 1.5], X_1 in [−1, 2.5]: X_0 + X_1 lies in [−1, 4].
+    let base = format!("{}{}", decls(2, 2), boxed(2));
+    let parse = |a: &str| parse_vnnlib(&format!("{base}{a}\n"), "l.vnnlib", 2, 2);
+    let region = |a: &str| parse(a).unwrap().subproblems[0].unsafe_region.clone();
+    let y = |j: usize| Halfspace::new(if j == 0 { vec![1.0, 0.0] } else { vec![0.0, 1.0] }, 0.0);
+    assert!(region("(assert (>= (+ X_0 X_1) 5))").is_empty());
+    // The corner X_0 + X_1 = 4 is excluded by a strict bound: nowhere.
+    assert!(region("(assert (> (+ X_0 X_1) 4))").is_empty());
+    assert_eq!(region("(assert (or (and (>= (+ X_0 X_1) 5) (<= Y_0 0)) (<= Y_1 0)))"), vec![vec![y(1)]]);
+    assert_eq!(region("(assert (and (<= (+ X_0 X_1) 4) (<= Y_0 0)))"), vec![vec![y(0)]]);
+    for cut in ["(assert (<= (+ X_0 X_1) 1))", "(assert (< (+ X_0 X_1) 4))", "(assert (>= (- X_0 X_1) 0))"] {
+        let e = parse(cut).unwrap_err().to_string();
+        assert!(e.contains("cuts the input box"), "{cut}: {e}");
+    }
 }

@@ -181,6 +181,9 @@ enum Cls {
     False,
     /// Input `i` with a lower (`false`) or upper (`true`) bound.
     Bound(usize, bool, Bound),
+    /// `Σ c·x ≤ rhs` (`<` when strict) over several inputs: decided on each
+    /// sub-problem's box where it holds everywhere or nowhere there.
+    InLin(Vec<(usize, Q)>, Bound),
     Out(Halfspace),
 }
 
@@ -368,7 +371,8 @@ impl Parser<'_> {
         }
         if kinds[0] == 0 {
             let [(&(_, i), c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
-                return Err(self.err(pos, "only bounds on single inputs (box constraints) are supported"));
+                let terms = lin.terms.into_iter().map(|((_, i), c)| (i, c)).collect();
+                return Ok(Cls::InLin(terms, Bound { v: rhs, strict }));
             };
             let v = if c.is_one() {
                 rhs
@@ -426,7 +430,9 @@ impl Parser<'_> {
                 let b = self.input_box(base.iter().chain(picked()))?;
                 boxes.insert(key.clone(), b.map(Grouped::Box));
             }
-            let feasible = !base.iter().chain(picked()).any(|a| matches!(a, Cls::False));
+            let feasible = !base.iter().chain(picked()).any(|a| matches!(a, Cls::False))
+                && (!base.iter().chain(picked()).any(|a| matches!(a, Cls::InLin(..)))
+                    || self.inputs_meet(base.iter().chain(picked()))?);
             if let Some(slot) = boxes.get_mut(&key).expect("just built").as_mut() {
                 if feasible {
                     let k = slot.index(&mut out, &mut index);
@@ -460,6 +466,45 @@ impl Parser<'_> {
             (true, None) => Err(self.semantic("the input constraints are unsatisfiable".into())),
             (false, _) => Ok(out),
         }
+    }
+
+    /// Whether a conjunction's linear constraints over several inputs can
+    /// hold on its box: `false` where one holds nowhere on it (exactly, in
+    /// rationals over the box's closure), `true` where each holds everywhere;
+    /// an error where one cuts the box (a polytope, which is not supported).
+    fn inputs_meet<'c>(&self, atoms: impl Iterator<Item = &'c Cls> + Clone) -> Result<bool, VnnlibError> {
+        let n_in = self.n[0];
+        let (mut lo, mut hi): (Vec<Option<Bound>>, Vec<Option<Bound>>) = (vec![None; n_in], vec![None; n_in]);
+        for a in atoms.clone() {
+            match a {
+                Cls::Bound(i, true, b) => tighter(&mut hi[*i], b, true),
+                Cls::Bound(i, false, b) => tighter(&mut lo[*i], b, false),
+                _ => {}
+            }
+        }
+        for a in atoms {
+            let Cls::InLin(terms, rhs) = a else { continue };
+            let (mut min, mut max) = (Q::zero(), Q::zero());
+            for (i, c) in terms {
+                let (Some(l), Some(h)) = (&lo[*i], &hi[*i]) else {
+                    return Err(self.semantic(format!("X_{i} is in a linear constraint but has no bounds")));
+                };
+                let (a, b) = (c * &l.v, c * &h.v);
+                let (small, large) = if c.is_positive() { (a, b) } else { (b, a) };
+                (min, max) = (min + small, max + large);
+            }
+            let nowhere = if rhs.strict { min >= rhs.v } else { min > rhs.v };
+            let everywhere = if rhs.strict { max < rhs.v } else { max <= rhs.v };
+            if nowhere {
+                return Ok(false);
+            }
+            if !everywhere {
+                return Err(self.semantic(
+                    "a linear constraint over several inputs cuts the input box (only boxes are supported)".into(),
+                ));
+            }
+        }
+        Ok(true)
     }
 
     /// The box of a conjunction's input bounds (`None`: empty).
