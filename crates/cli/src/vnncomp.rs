@@ -207,26 +207,33 @@ impl Runner<'_> {
         let first = group[0];
         // A bad property file's error row waits for the results before it.
         let mut ready: Vec<Ready> = Vec::with_capacity(group.len());
-        let (mut jobs, mut member) = (Vec::new(), Vec::new());
+        let (mut jobs, mut member, mut parse) = (Vec::new(), Vec::new(), Vec::new());
         for (k, inst) in group.iter().enumerate() {
+            let t = Instant::now();
             match model::load_vnnlib(imported, &self.base.join(&inst.vnnlib)) {
                 Err(e) => ready.push(Some((Record::error(&inst.onnx, &inst.vnnlib, format!("{e:#}")), None))),
                 Ok(property) => {
                     ready.push(None);
                     jobs.push(Job { name: inst.vnnlib.clone(), property });
                     member.push(k);
+                    parse.push(t.elapsed().as_secs_f64());
                 }
             }
         }
         let a = self.args;
-        let mut plan = a.analysis.plan(backend, jobs.len(), Some(first.timeout));
+        // An instance's clock starts before its property is read: the
+        // batch's analyses get the timeout less the slowest parse, and each
+        // row's time includes its own parse.
+        let slowest = parse.iter().copied().fold(0.0, f64::max);
+        let mut plan = a.analysis.plan(backend, jobs.len(), Some((first.timeout - slowest).max(0.0)));
         plan.opts.progress = Some(self.progress.clone());
         let (mut next_job, mut next_row) = (0, 0);
         self.flush(group, &mut ready, &mut next_row)?;
         let net = &imported.network;
         let precision = a.analysis.precision.on(backend);
-        let r = engine::run_jobs_parallel(backend, &plan, net, &first.onnx, &jobs, precision, &mut |rec| {
+        let r = engine::run_jobs_parallel(backend, &plan, net, &first.onnx, &jobs, precision, &mut |mut rec| {
             let k = member[next_job];
+            rec.seconds += parse[next_job];
             next_job += 1;
             let cex = match &rec.counterexample {
                 Some(x) => Some(self.write_cex(group[k], imported, x)?),

@@ -180,3 +180,38 @@ fn a_timeout_holds_for_a_property_of_many_disjuncts() {
     eprintln!("timeout {timeout}: analysis {:.3} s, process {:.3} s", run.analysis, run.wall);
     assert!(run.wall <= 1.05 * timeout + base.wall, "the process ran {} s", run.wall);
 }
+
+/// Issue 46: in `vnncomp` an instance's clock starts before its property is
+/// read. A property of 250,000 disjuncts takes about a second to parse; its row's
+/// time includes the parse, and the process ends within the timeout plus
+/// what a trivial instance's run takes outside its analysis.
+#[test]
+fn a_vnncomp_timeout_counts_the_property_parse() {
+    let _one = serial();
+    let net = tmp("vc-wide.onnx");
+    wide_mlp(&net, 1024, 8);
+    let disjunct =
+        |k: usize| format!("(and (>= Y_{} Y_{}) (>= Y_{} {}.5))", k % 10, (k / 10 + 1 + k) % 10, k % 10, 20 + k % 50);
+    wide_property(&tmp("vc-many.vnnlib"), (0..250_000).map(disjunct));
+    wide_property(&tmp("vc-one.vnnlib"), std::iter::once("(and (>= Y_1 Y_0))".to_string()));
+    let run = |prop: &str, timeout: f64| {
+        let csv = tmp(&format!("vc-{prop}.csv"));
+        std::fs::write(&csv, format!("vc-wide.onnx,vc-{prop}.vnnlib,{timeout}\n")).unwrap();
+        let res = tmp(&format!("vc-{prop}-results.csv"));
+        let t = std::time::Instant::now();
+        let args = ["vnncomp", "--backend", "cpu", "--attack-steps", "0", "--overwrite", "--instances"];
+        let o = polycert(&[&args[..], &[csv.to_str().unwrap(), "--results", res.to_str().unwrap()]].concat());
+        let wall = t.elapsed().as_secs_f64();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let row = result_rows(&res).remove(0);
+        (row[2].clone(), row[3].parse::<f64>().unwrap(), wall)
+    };
+    let (_, secs, wall) = run("one", 0.001);
+    let outside = wall - secs;
+    let timeout = 3.0;
+    let (result, secs, wall) = run("many", timeout);
+    eprintln!("outside a trivial analysis {outside:.3} s; many: row {secs:.3} s, process {wall:.3} s");
+    assert_eq!(result, "timeout");
+    assert!(secs <= 1.05 * timeout + 0.1, "the row says {secs} s");
+    assert!(wall <= 1.05 * timeout + outside + 0.6, "the process ran {wall} s");
+}
