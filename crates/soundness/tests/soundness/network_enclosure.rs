@@ -21,8 +21,8 @@ use polycert_deeppoly::base::budget::Budget;
 use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet};
 use polycert_deeppoly::{
-    Analyzer, Arith, Backend, Halfspace, InputBox, Network, Op, Options, Property, RelaxedOn, Shape, SubProblem,
-    Verdict,
+    Analyzer, Arith, Backend, Cmp, Elementwise, Halfspace, InputBox, Network, Op, Options, Piece, Property, RelaxedOn,
+    Shape, SubProblem, Verdict,
 };
 use polycert_interval::Fp;
 use rug::Rational;
@@ -79,6 +79,7 @@ fn run<V: Clone>(
     max: &dyn Fn(&V, &V) -> V,
     avg: &dyn Fn(&[V]) -> V,
     scale: &dyn Fn(&V, f64, f64) -> V,
+    step: &dyn Fn(&V, Elementwise) -> V,
 ) -> Vec<Vec<V>> {
     let mut vals: Vec<Vec<V>> = vec![x];
     for id in 1..net.nodes().len() {
@@ -103,6 +104,7 @@ fn run<V: Clone>(
                 let hw = node.shape.h * node.shape.w;
                 a.iter().enumerate().map(|(i, v)| scale(v, mul[i / hw].midpoint(), add[i / hw].midpoint())).collect()
             }
+            Op::Elementwise(f) => a.iter().map(|v| step(v, *f)).collect(),
             op => panic!("test evaluator does not support {}", op.kind()),
         };
         vals.push(v);
@@ -124,7 +126,34 @@ fn exact(net: &Network, x: &[f32]) -> Vec<Vec<Rational>> {
         &|p, q| if p > q { p.clone() } else { q.clone() },
         &|w| w.iter().fold(Rational::new(), |s, v| s + v) / k(w.len()),
         &|v, m, c| v * r(m) + r(c),
+        &step_exact,
     )
+}
+
+/// An exact step of an exact value.
+fn step_exact(v: &Rational, f: Elementwise) -> Rational {
+    let r = |v: f64| Rational::from_f64(v).expect("finite");
+    match f {
+        Elementwise::Select { cmp, at, then, other } => {
+            let at = r(at);
+            let holds = match cmp {
+                Cmp::Gt => *v > at,
+                Cmp::Ge => *v >= at,
+                Cmp::Lt => *v < at,
+                Cmp::Le => *v <= at,
+                Cmp::Eq => *v == at,
+                Cmp::Ne => *v != at,
+            };
+            match if holds { then } else { other } {
+                Piece::Value => v.clone(),
+                Piece::Const(c) => r(c),
+            }
+        }
+        Elementwise::Trunc { bits } => {
+            let top = Rational::from(rug::Integer::from(1) << (bits - 1));
+            if *v < -top.clone() || *v >= top { -top } else { v.clone().trunc() }
+        }
+    }
 }
 
 fn float32(net: &Network, x: &[f32], rng: &mut SplitMix, fma: bool) -> Vec<Vec<f32>> {
@@ -154,6 +183,7 @@ fn float32(net: &Network, x: &[f32], rng: &mut SplitMix, fma: bool) -> Vec<Vec<f
         &|p, q| p.max(*q),
         &|w| w.iter().sum::<f32>() / w.len() as f32,
         &|v, m, c| v * m as f32 + c as f32,
+        &|v, f| f.eval(*v as f64) as f32,
     )
 }
 
