@@ -19,6 +19,7 @@
 //! scaled to integers; a constraint they still do not fit is refused.
 
 mod exact;
+mod inputs;
 mod sexpr;
 mod v2;
 
@@ -466,74 +467,6 @@ impl Parser<'_> {
             (true, None) => Err(self.semantic("the input constraints are unsatisfiable".into())),
             (false, _) => Ok(out),
         }
-    }
-
-    /// Whether a conjunction's linear constraints over several inputs can
-    /// hold on its box: `false` where one holds nowhere on it (exactly, in
-    /// rationals over the box's closure), `true` where each holds everywhere;
-    /// an error where one cuts the box (a polytope, which is not supported).
-    fn inputs_meet<'c>(&self, atoms: impl Iterator<Item = &'c Cls> + Clone) -> Result<bool, VnnlibError> {
-        let n_in = self.n[0];
-        let (mut lo, mut hi): (Vec<Option<Bound>>, Vec<Option<Bound>>) = (vec![None; n_in], vec![None; n_in]);
-        for a in atoms.clone() {
-            match a {
-                Cls::Bound(i, true, b) => tighter(&mut hi[*i], b, true),
-                Cls::Bound(i, false, b) => tighter(&mut lo[*i], b, false),
-                _ => {}
-            }
-        }
-        for a in atoms {
-            let Cls::InLin(terms, rhs) = a else { continue };
-            let (mut min, mut max) = (Q::zero(), Q::zero());
-            for (i, c) in terms {
-                let (Some(l), Some(h)) = (&lo[*i], &hi[*i]) else {
-                    return Err(self.semantic(format!("X_{i} is in a linear constraint but has no bounds")));
-                };
-                let (a, b) = (c * &l.v, c * &h.v);
-                let (small, large) = if c.is_positive() { (a, b) } else { (b, a) };
-                (min, max) = (min + small, max + large);
-            }
-            let nowhere = if rhs.strict { min >= rhs.v } else { min > rhs.v };
-            let everywhere = if rhs.strict { max < rhs.v } else { max <= rhs.v };
-            if nowhere {
-                return Ok(false);
-            }
-            if !everywhere {
-                return Err(self.semantic(
-                    "a linear constraint over several inputs cuts the input box (only boxes are supported)".into(),
-                ));
-            }
-        }
-        Ok(true)
-    }
-
-    /// The box of a conjunction's input bounds (`None`: empty).
-    fn input_box<'c>(&self, atoms: impl Iterator<Item = &'c Cls>) -> Result<Option<InputBox>, VnnlibError> {
-        let n_in = self.n[0];
-        let mut lo: Vec<Option<Bound>> = vec![None; n_in];
-        let mut hi: Vec<Option<Bound>> = vec![None; n_in];
-        for a in atoms {
-            match a {
-                Cls::Bound(i, true, b) => tighter(&mut hi[*i], b, true),
-                Cls::Bound(i, false, b) => tighter(&mut lo[*i], b, false),
-                _ => {}
-            }
-        }
-        if let Some(i) = (0..n_in).find(|&i| lo[i].is_none() || hi[i].is_none()) {
-            let which = if lo[i].is_none() { "lower" } else { "upper" };
-            return Err(self.semantic(format!("X_{i} has no {which} bound")));
-        }
-        let (lo, hi): (Vec<Bound>, Vec<Bound>) =
-            (lo.into_iter().flatten().collect(), hi.into_iter().flatten().collect());
-        let nonempty = |(l, h): (&Bound, &Bound)| match exact::cmp_q(&l.v, &h.v) {
-            Ordering::Less => true,
-            Ordering::Equal => !l.strict && !h.strict,
-            Ordering::Greater => false,
-        };
-        if !lo.iter().zip(&hi).all(nonempty) {
-            return Ok(None);
-        }
-        stated_box(&lo, &hi).map(Some).map_err(|e| self.semantic(e.to_string()))
     }
 }
 

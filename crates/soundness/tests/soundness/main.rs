@@ -12,6 +12,7 @@ mod hunt;
 mod interval_ops;
 mod negative_control;
 mod network_enclosure;
+mod network_eval;
 mod point_kernels;
 mod rounding;
 mod scurve;

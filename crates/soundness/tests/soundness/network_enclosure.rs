@@ -15,58 +15,21 @@
 //! against their exact values (their float32 behaviour is checked against
 //! onnxruntime in `ops_onnxruntime`).
 
+use crate::network_eval::{step_exact, taps, windows};
 use polycert_backend_cpu::CpuBackend;
 use polycert_deeppoly::LoHi;
 use polycert_deeppoly::base::budget::Budget;
 use polycert_deeppoly::base::rng::SplitMix;
 use polycert_deeppoly::testnets::{random_maxpool, random_mlp, random_pool_concat, random_resnet};
 use polycert_deeppoly::{
-    Analyzer, Arith, Backend, Cmp, Elementwise, Halfspace, InputBox, Network, Op, Options, Piece, Property, RelaxedOn,
-    Shape, SubProblem, Verdict,
+    Analyzer, Arith, Backend, Elementwise, Halfspace, InputBox, Network, Op, Options, Property, RelaxedOn, Shape,
+    SubProblem, Verdict,
 };
 use polycert_interval::Fp;
 use rug::Rational;
 
-/// One neuron's terms `(weight, input index)` and its bias.
-type Neuron = (Vec<(f64, usize)>, f64);
 /// How a test evaluator sums one neuron.
 type Affine<'a, V> = &'a mut dyn FnMut(&[(f64, usize)], f64, &[V]) -> V;
-
-/// The terms of every neuron of an affine node.
-fn taps(net: &Network, id: usize) -> Option<Vec<Neuron>> {
-    let node = net.node(id);
-    let si = net.node(*node.inputs.first()?).shape;
-    match &node.op {
-        Op::Dense { weight, bias, out } => {
-            let n = si.numel();
-            Some((0..*out).map(|i| ((0..n).map(|j| (weight[i * n + j], j)).collect(), bias[i])).collect())
-        }
-        Op::Conv2d(c) => {
-            let so = node.shape;
-            Some(
-                (0..so.numel())
-                    .map(|o| {
-                        let (co, oy, ox) = (o / (so.h * so.w), (o / so.w) % so.h, o % so.w);
-                        (c.taps(si, co, oy, ox).map(|(w, i)| (c.weight[w], i)).collect(), c.bias[co])
-                    })
-                    .collect(),
-            )
-        }
-        _ => None,
-    }
-}
-
-/// Input indices of each output of a pooling node.
-fn windows(net: &Network, id: usize) -> Vec<Vec<usize>> {
-    let node = net.node(id);
-    let si = net.node(node.inputs[0]).shape;
-    let so = node.shape;
-    let p = match &node.op {
-        Op::MaxPool2d(p) | Op::AvgPool2d(p) => p,
-        _ => unreachable!(),
-    };
-    (0..so.numel()).map(|o| p.window(si, o / (so.h * so.w), (o / so.w) % so.h, o % so.w).collect()).collect()
-}
 
 /// Evaluates every node with `affine` for sums and exact-or-float element ops.
 #[allow(clippy::too_many_arguments)]
@@ -128,32 +91,6 @@ fn exact(net: &Network, x: &[f32]) -> Vec<Vec<Rational>> {
         &|v, m, c| v * r(m) + r(c),
         &step_exact,
     )
-}
-
-/// An exact step of an exact value.
-fn step_exact(v: &Rational, f: Elementwise) -> Rational {
-    let r = |v: f64| Rational::from_f64(v).expect("finite");
-    match f {
-        Elementwise::Select { cmp, at, then, other } => {
-            let at = r(at);
-            let holds = match cmp {
-                Cmp::Gt => *v > at,
-                Cmp::Ge => *v >= at,
-                Cmp::Lt => *v < at,
-                Cmp::Le => *v <= at,
-                Cmp::Eq => *v == at,
-                Cmp::Ne => *v != at,
-            };
-            match if holds { then } else { other } {
-                Piece::Value => v.clone(),
-                Piece::Const(c) => r(c),
-            }
-        }
-        Elementwise::Trunc { bits } => {
-            let top = Rational::from(rug::Integer::from(1) << (bits - 1));
-            if *v < -top.clone() || *v >= top { -top } else { v.clone().trunc() }
-        }
-    }
 }
 
 fn float32(net: &Network, x: &[f32], rng: &mut SplitMix, fma: bool) -> Vec<Vec<f32>> {
