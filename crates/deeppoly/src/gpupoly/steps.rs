@@ -84,6 +84,16 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let r = sigmoid_relax(x.lo[i], x.hi[i], SIGMOID_TOLERANCE);
             (ll[i], ml[i], lu[i], mu[i], lo[i], hi[i]) = (r.lam_lo, r.mu_lo, r.lam_up, r.mu_up, r.lo, r.hi);
         }
+        self.host_lines([ll, ml, lu, mu], (lo, hi))
+    }
+
+    /// Per-neuron lines `lam_lo·x + mu_lo ≤ y ≤ lam_up·x + mu_up` built on
+    /// the host, uploaded as a step, with the output's bounds.
+    fn host_lines(
+        &self,
+        [ll, ml, lu, mu]: [Vec<T>; 4],
+        (lo, hi): (Vec<T>, Vec<T>),
+    ) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let be = self.backend;
         let step = Step::Relu {
             lam_lo: be.upload(&ll)?,
@@ -113,14 +123,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             cols[5].push(fp::from_f64_up(r.hi));
         }
         let [ll, ml, lu, mu, lo, hi] = cols;
-        let be = self.backend;
-        let step = Step::Relu {
-            lam_lo: be.upload(&ll)?,
-            lam_up: be.upload(&lu)?,
-            mu_up: be.upload(&mu)?,
-            mu_lo: Some(be.upload(&ml)?),
-        };
-        Ok((Bounds { lo, hi, dev: None }, step))
+        self.host_lines([ll, ml, lu, mu], (lo, hi))
     }
 
     /// A max pooling `p`: per output, the selected input's lines.
