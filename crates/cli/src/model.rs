@@ -25,6 +25,15 @@ pub fn load(path: &Path) -> Result<Imported> {
     Ok(m)
 }
 
+/// The models of a VNN-LIB 2.0 query, composed as its layout says.
+pub fn load_query(layout: &polycert_onnx::QueryLayout, models: &[std::path::PathBuf]) -> Result<Imported> {
+    if layout.is_simple() {
+        return load(&models[0]);
+    }
+    let _p = polycert_deeppoly::base::profile::span("cli.import");
+    Ok(polycert_onnx::load_query(layout, models).map_err(|e| InputError(e.to_string()))?)
+}
+
 /// Reads a VNNLIB property, in the IR's input order (NHWC models permute).
 /// After a dropped Softmax, only comparisons of outputs are accepted.
 pub fn load_vnnlib(model: &Imported, path: &Path) -> Result<Property> {

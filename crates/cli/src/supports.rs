@@ -18,17 +18,19 @@ pub struct SupportsArgs {
     /// The lowest and highest VNN-LIB version.
     #[arg(long)]
     vnnlib_versions: bool,
-    /// Network theories: SNET (one network per query).
+    /// Network theories: SNET, MNET, MENET and MINET (one network, several
+    /// independent, equal or isomorphic ones: each is given its model).
     #[arg(long)]
     multiple_network_theories: bool,
-    /// Hidden-node theories: none (no `declare-hidden`), so nothing is printed.
+    /// Hidden-node theories: H (constraints on `declare-hidden` tensors).
     #[arg(long)]
     hidden_node_theories: bool,
-    /// Input and output theories: SIO (one input and one output tensor).
+    /// Input and output theories: SIO and MIO (several input and output tensors).
     #[arg(long)]
     multiple_input_output_theories: bool,
-    /// Arithmetic theories: BND, OUTC, LIN (linear constraints over outputs;
-    /// inputs take bounds only); no products of variables.
+    /// Arithmetic theories: BND, OUTC, LIN (linear constraints; one over
+    /// inputs alone must hold everywhere or nowhere on the box); no products
+    /// of variables.
     #[arg(long)]
     arithmetic_complexity_theories: bool,
     /// Whether `verify` prints the counterexample's assignment after `sat`: true.
@@ -44,10 +46,10 @@ fn answers(a: &SupportsArgs) -> Vec<(bool, Vec<String>)> {
         (a.onnx_operators, lines(polycert_onnx::OPERATORS)),
         (a.onnx_opset_versions, vec![range.start().to_string(), range.end().to_string()]),
         (a.vnnlib_versions, lines(&["1.0", "2.0"])),
-        (a.multiple_network_theories, lines(&["SNET"])),
-        (a.hidden_node_theories, Vec::new()),
-        (a.multiple_input_output_theories, lines(&["SIO"])),
-        (a.arithmetic_complexity_theories, lines(&["BND", "OUTC", "LIN (over outputs; inputs take bounds only)"])),
+        (a.multiple_network_theories, lines(&["SNET", "MNET", "MENET", "MINET"])),
+        (a.hidden_node_theories, lines(&["H"])),
+        (a.multiple_input_output_theories, lines(&["SIO", "MIO"])),
+        (a.arithmetic_complexity_theories, lines(&["BND", "OUTC", "LIN (one over inputs alone must not cut the box)"])),
         (a.serialise_assignments, lines(&["true"])),
     ]
 }

@@ -35,6 +35,9 @@ pub struct VerifyArgs {
     /// Set by `--network`: the verdict on stdout, the rows on stderr.
     #[arg(skip)]
     answer: bool,
+    /// Set by `--network`: the query's layout and one model per network.
+    #[arg(skip)]
+    query: Option<(polycert_onnx::QueryLayout, Vec<PathBuf>)>,
     /// Images: IDX (gzipped or not) or ERAN-style CSV.
     #[arg(long)]
     images: Option<PathBuf>,
@@ -175,9 +178,14 @@ fn check(a: &VerifyArgs) -> Result<()> {
 
 /// The model, its name, and the properties to verify.
 fn read_inputs(a: &VerifyArgs) -> Result<(model::Imported, String, Work)> {
-    let (imported, model_name) = match a.model_path() {
-        Some(p) => (model::load(p)?, p.display().to_string()),
-        None => (model::embedded()?, "embedded:digits_mlp".to_string()),
+    let (imported, model_name) = match (&a.query, a.model_path()) {
+        (Some((layout, models)), _) => {
+            let m = model::load_query(layout, models)?;
+            let name = m.file.clone();
+            (m, name)
+        }
+        (None, Some(p)) => (model::load(p)?, p.display().to_string()),
+        (None, None) => (model::embedded()?, "embedded:digits_mlp".to_string()),
     };
     let work = match a.property_path() {
         Some(p) => {
@@ -193,7 +201,8 @@ pub fn run(mut a: VerifyArgs) -> Result<bool> {
     let start = std::time::Instant::now();
     if !a.network.is_empty() {
         let q = crate::vnnlib2::bind(a.model_file.as_deref(), &a.network, a.timeout)?;
-        (a.model_file, a.vnnlib, a.timeout, a.answer) = (Some(q.model), Some(q.property), q.timeout, true);
+        (a.model_file, a.vnnlib, a.timeout, a.answer) = (q.models.first().cloned(), Some(q.property), q.timeout, true);
+        a.query = q.layout.map(|l| (l, q.models));
     }
     check(&a)?;
     a.analysis.start_threads()?;

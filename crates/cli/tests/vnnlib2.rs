@@ -26,7 +26,7 @@ fn supports_answers_one_item_per_line() {
     );
     assert_eq!(stdout(&["supports", "--vnnlib-versions"]), ("1.0\n2.0\n".into(), Some(0)));
     assert_eq!(stdout(&["supports", "--onnx-opset-versions"]), ("7\n21\n".into(), Some(0)));
-    assert_eq!(stdout(&["supports", "--multiple-network-theories"]), ("SNET\n".into(), Some(0)));
+    assert_eq!(stdout(&["supports", "--multiple-network-theories"]), ("SNET\nMNET\nMENET\nMINET\n".into(), Some(0)));
     assert_eq!(stdout(&["supports", "--serialise-assignments"]), ("true\n".into(), Some(0)));
     assert_eq!(stdout(&["supports"]).1, Some(2));
 }

@@ -26,6 +26,8 @@
 //! Nothing here panics on malformed input: every failure is an error that
 //! names the file and, for model errors, the node and operator.
 
+mod compose;
+mod driver;
 mod graph;
 #[allow(clippy::all, missing_docs)]
 #[rustfmt::skip]
@@ -39,7 +41,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use ops::OPERATORS;
-pub use vnnlib::{VnnlibError, load_vnnlib, network_names, parse_vnnlib};
+pub use vnnlib::{
+    NetworkDecl, QueryLayout, Role, TensorDecl, VnnlibError, load_vnnlib, network_names, parse_vnnlib, query_layout,
+};
 
 /// The ONNX opset versions (default domain) the importer accepts.
 pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=21;
@@ -146,16 +150,21 @@ impl Imported {
 /// ships large models as `.onnx.gz`; the gzip magic decides, not the name).
 pub fn load_onnx(path: impl AsRef<Path>) -> Result<Imported, ImportError> {
     let path = path.as_ref();
+    import_model(&read_model(path)?, &path.display().to_string())
+}
+
+/// A model file's bytes, gunzipped where it is compressed.
+fn read_model(path: &Path) -> Result<Vec<u8>, ImportError> {
     let file = path.display().to_string();
     let io = |source| ImportError::Io { file: file.clone(), source };
-    let mut bytes = std::fs::read(path).map_err(io)?;
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        use std::io::Read;
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut out).map_err(io)?;
-        bytes = out;
+    let bytes = std::fs::read(path).map_err(io)?;
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return Ok(bytes);
     }
-    import_model(&bytes, &file)
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut out).map_err(io)?;
+    Ok(out)
 }
 
 /// Imports a serialized `ModelProto`; `file_name` is used in messages.
@@ -168,5 +177,27 @@ pub fn import_model(bytes: &[u8], file_name: &str) -> Result<Imported, ImportErr
 
 /// Imports an already decoded model.
 pub fn import_proto(model: &onnx_pb::ModelProto, file_name: &str) -> Result<Imported, ImportError> {
-    graph::import(model, file_name)
+    driver::import(model, file_name)
+}
+
+/// Reads the models of a VNN-LIB 2.0 query, one per network `layout`
+/// declares (in order), and imports them as one network laid out as the
+/// query's variables are (`compose.rs`). A query of one network with one
+/// input and one output imports its model as [`load_onnx`] does.
+pub fn load_query(layout: &QueryLayout, models: &[impl AsRef<Path>]) -> Result<Imported, ImportError> {
+    if layout.is_simple()
+        && let [m] = models
+    {
+        return load_onnx(m);
+    }
+    let mut decoded = Vec::new();
+    for m in models {
+        let file = m.as_ref().display().to_string();
+        let bytes = read_model(m.as_ref())?;
+        use prost::Message;
+        let model = onnx_pb::ModelProto::decode(&bytes[..])
+            .map_err(|source| ImportError::Decode { file: file.clone(), source })?;
+        decoded.push((model, file));
+    }
+    compose::compose(layout, &decoded)
 }

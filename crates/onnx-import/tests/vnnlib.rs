@@ -1,7 +1,7 @@
 //! VNNLIB parsing: semantics of the VNN-COMP subset, and error positions.
 
 use polycert_deeppoly::Halfspace;
-use polycert_onnx::{VnnlibError, load_vnnlib, parse_vnnlib};
+use polycert_onnx::{Role, VnnlibError, load_vnnlib, parse_vnnlib, query_layout};
 
 fn decls(n_in: usize, n_out: usize) -> String {
     let mut s = String::new();
@@ -248,12 +248,17 @@ fn vnnlib_2_errors_give_line_and_column() {
         (format!("{head}(assert (<= X[0] 1.0))\n"), 6, 13, "does not index"),
         (format!("{head}(assert (<= Z[0] 1.0))\n"), 6, 13, "unknown symbol 'Z[0]'"),
         (format!("{head}(assert (!= Y[0] 1.0))\n"), 6, 9, "'!='"),
-        (format!("{head}(declare-network m (declare-input A Real [4]) (declare-output B Real [2]))\n"), 6, 1, "several networks"),
+        (
+            format!("{head}(declare-network m (declare-input A Real [4]) (declare-output B Real [2]))\n"),
+            2,
+            1,
+            "networks take 8 input and give 4 output values (several networks",
+        ),
         (
             "(vnnlib-version <2.0>)\n(declare-network n\n  (declare-input X Real [4])\n  (declare-hidden H Real [2] \"h\")\n  (declare-output Y Real [2]))\n".into(),
-            4,
-            3,
-            "declare-hidden",
+            2,
+            1,
+            "give each network as --network NAME=MODEL",
         ),
         (
             "(vnnlib-version <2.0>)\n(declare-network n (declare-input X Real [5]) (declare-output Y Real [2]))\n".into(),
@@ -361,5 +366,55 @@ fn linear_constraints_over_inputs_are_decided_on_the_box() {
     for cut in ["(assert (<= (+ X_0 X_1) 1))", "(assert (< (+ X_0 X_1) 4))", "(assert (>= (- X_0 X_1) 0))"] {
         let e = parse(cut).unwrap_err().to_string();
         assert!(e.contains("cuts the input box"), "{cut}: {e}");
+    }
+}
+
+/// A composed query's layout (issue 46): every network's inputs form one
+/// input vector, their outputs and hidden tensors one output vector, and
+/// the inputs a constraint compares with outputs are copied after them.
+#[test]
+fn vnnlib_2_queries_lay_out_networks_hidden_tensors_and_mixed_inputs() {
+    let text = "(vnnlib-version <2.0>)\n\
+        (declare-network A (declare-input X1 float32 [2]) (declare-input X2 float32 [1])\n\
+           (declare-hidden H float32 [3] \"hidden out\") (declare-output Y float32 [1]))\n\
+        (declare-network B (equal-to A) (declare-input Z float32 [1]) (declare-output W float32 [2]))\n\
+        (assert (>= X1[0] 0.0))(assert (<= X1[0] 1.0))(assert (>= X1[1] 0.0))(assert (<= X1[1] 1.0))\n\
+        (assert (>= X2[0] 2.0))(assert (<= X2[0] 3.0))(assert (>= Z[0] -1.0))(assert (<= Z[0] 1.0))\n\
+        (assert (or (<= H[2] (+ X1[1] 0.5)) (and (>= W[1] Y[0]) (<= Z[0] 0.25))))\n";
+    let l = query_layout(text, "q.vnnlib").unwrap().unwrap();
+    assert!(!l.is_simple());
+    assert_eq!((l.n_inputs, l.n_outputs, l.mirrors.clone()), (4, 7, vec![1]));
+    let a = &l.networks[0];
+    assert_eq!(a.tensors[2].role, Role::Hidden("hidden out".into()));
+    let offsets: Vec<usize> = l.networks.iter().flat_map(|n| n.tensors.iter().map(|t| t.offset)).collect();
+    assert_eq!(offsets, vec![0, 2, 0, 3, 3, 4]);
+    assert_eq!(l.networks[1].like, Some(("equal-to".into(), "A".into())));
+    let p = parse_vnnlib(text, "q.vnnlib", 4, 7).unwrap();
+    assert_eq!(p.subproblems.len(), 2, "{:?}", p.subproblems);
+    let sp = &p.subproblems[0];
+    assert_eq!((sp.input.lo.clone(), sp.input.hi.clone()), (vec![0.0, 0.0, 2.0, -1.0], vec![1.0, 1.0, 3.0, 1.0]));
+    // H[2] − X1[1] ≤ 0.5, with X1[1] as output 6 (its copy).
+    assert_eq!(sp.unsafe_region, vec![vec![Halfspace::new(vec![0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0], 0.5)]]);
+    // The model must match the layout.
+    let e = parse_vnnlib(text, "q.vnnlib", 4, 6).unwrap_err().to_string();
+    assert!(e.starts_with("q.vnnlib:2:1: the query's networks take 4 input and give 7 output values"), "{e}");
+    // A one-network query with one input and one output is simple.
+    let one = "(vnnlib-version <2.0>)\n(declare-network n (declare-input X Real [2]) (declare-output Y Real [1]))\n";
+    assert!(query_layout(one, "o.vnnlib").unwrap().unwrap().is_simple());
+    assert_eq!(query_layout("(declare-const X_0 Real)", "v1.vnnlib").unwrap(), None);
+    for (bad, want) in [
+        (
+            "(declare-network n (equal-to m) (declare-input X Real [2]) (declare-output Y Real [1]))",
+            "naming a network declared before",
+        ),
+        (
+            "(declare-network n (declare-input X Real [2]) (declare-hidden H Real [1]) (declare-output Y Real [1]))",
+            "\"ONNX-NAME\"",
+        ),
+        ("(declare-network n (declare-input X Real [2]))", "at least one input and one output"),
+        ("(declare-network n (declare-input X Real [2]) (declare-output X Real [1]))", "repeated tensor name 'X'"),
+    ] {
+        let e = query_layout(&format!("(vnnlib-version <2.0>)\n{bad}\n"), "b.vnnlib").unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
     }
 }

@@ -23,7 +23,7 @@ mod inputs;
 mod sexpr;
 mod v2;
 
-pub use v2::{DeclaredNetwork, network_names};
+pub use v2::{DeclaredNetwork, NetworkDecl, QueryLayout, Role, TensorDecl, network_names, query_layout};
 
 use exact::Q;
 use num_traits::{One, Signed, Zero};
@@ -71,26 +71,23 @@ pub fn load_vnnlib(path: impl AsRef<Path>, n_inputs: usize, n_outputs: usize) ->
 /// Parses VNNLIB text; `file_name` is used in messages and for the
 /// property's name.
 pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usize) -> Result<Property, VnnlibError> {
-    let mut p = Parser {
-        file: file_name,
-        n: [n_inputs, n_outputs],
-        declared: [vec![false; n_inputs], vec![false; n_outputs]],
-        v2: false,
-        tensors: Vec::new(),
-    };
+    let mut p = Parser::new(file_name, n_inputs, n_outputs);
     let forms = sexpr::parse(text).map_err(|(pos, msg)| p.err(pos, msg))?;
     let mut base: Vec<Cls> = Vec::new();
     let mut multi: Vec<Vec<Vec<Cls>>> = Vec::new();
     if let Some(v) = forms.first().and_then(|f| v2::version(&p, f)) {
         v?;
         p.v2 = true;
+        v2::layout(&mut p, &forms)?;
+        p.check_layout()?;
+        p.declared.iter_mut().flatten().for_each(|d| *d = true);
     }
     for (k, form) in forms.iter().enumerate() {
         let Sx::List(items, pos) = form else { return Err(p.err(form.pos(), "expected a command in parentheses")) };
         match head(items) {
             Some("vnnlib-version") if p.v2 && k == 0 => {}
             Some("vnnlib-version") => return Err(p.err(*pos, "the version must be the first statement")),
-            Some("declare-network") if p.v2 => p.declare_network(items, *pos)?,
+            Some("declare-network") if p.v2 => {} // read by `v2::layout`
             Some("declare-const") if !p.v2 => p.declare(items, *pos)?,
             Some("assert") => {
                 let [_, f] = &items[..] else { return Err(p.err(*pos, "assert takes one formula")) };
@@ -106,9 +103,6 @@ pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usi
             None => return Err(p.err(*pos, "expected a command name")),
         }
     }
-    if p.v2 && p.tensors.is_empty() {
-        return Err(p.semantic("no (declare-network ...) statement".into()));
-    }
     for (k, kind) in ["X", "Y"].iter().enumerate() {
         if let Some(i) = p.declared[k].iter().position(|d| !d) {
             let what = if k == 0 { "inputs" } else { "outputs" };
@@ -120,6 +114,23 @@ pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usi
     let subproblems = p.subproblems(&base, &multi)?;
     let label = robustness_label(&subproblems, n_outputs);
     Ok(Property { name, subproblems, label })
+}
+
+/// `lin ≤ rhs` (`<` when strict) over inputs only: a bound on one input,
+/// or a linear constraint over several.
+fn input_atom(lin: Lin, rhs: Q, strict: bool) -> Cls {
+    let [(&(_, i), c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
+        let terms = lin.terms.into_iter().map(|((_, i), c)| (i, c)).collect();
+        return Cls::InLin(terms, Bound { v: rhs, strict });
+    };
+    let v = if c.is_one() {
+        rhs
+    } else if (-c).is_one() {
+        -rhs
+    } else {
+        rhs / c
+    };
+    Cls::Bound(i, c.is_positive(), Bound { v, strict })
 }
 
 /// A variable: input `X_i` (kind 0) or output `Y_j` (kind 1).
@@ -194,7 +205,22 @@ struct Parser<'a> {
     declared: [Vec<bool>; 2],
     /// VNNLIB 2.0 (`(vnnlib-version <2.x>)` first), with its declared tensors.
     v2: bool,
-    tensors: Vec<v2::Tensor>,
+    layout: Option<v2::QueryLayout>,
+    /// 2.0: input elements compared with outputs, to their copies' outputs.
+    mirror: HashMap<usize, usize>,
+}
+
+impl<'a> Parser<'a> {
+    fn new(file: &'a str, n_inputs: usize, n_outputs: usize) -> Self {
+        Parser {
+            file,
+            n: [n_inputs, n_outputs],
+            declared: [vec![false; n_inputs], vec![false; n_outputs]],
+            v2: false,
+            layout: None,
+            mirror: HashMap::new(),
+        }
+    }
 }
 
 fn head(items: &[Sx]) -> Option<&str> {
@@ -360,29 +386,22 @@ impl Parser<'_> {
     }
 
     /// Classifies `lin ≤ 0` (`strict`: `lin < 0`).
-    fn classify(&self, lin: Lin, strict: bool, pos: Pos) -> Result<Cls, VnnlibError> {
-        let rhs = -lin.k; // the atom is Σ c·v ≤ rhs
+    fn classify(&self, mut lin: Lin, strict: bool, pos: Pos) -> Result<Cls, VnnlibError> {
+        let rhs = -lin.k.clone(); // the atom is Σ c·v ≤ rhs
         let kinds: Vec<usize> = lin.terms.keys().map(|v| v.0).collect();
         if kinds.is_empty() {
             let holds = if strict { rhs.is_positive() } else { !rhs.is_negative() };
             return Ok(if holds { Cls::True } else { Cls::False });
         }
         if kinds.iter().any(|&k| k != kinds[0]) {
-            return Err(self.err(pos, "constraints that mix inputs and outputs are not supported"));
-        }
-        if kinds[0] == 0 {
-            let [(&(_, i), c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
-                let terms = lin.terms.into_iter().map(|((_, i), c)| (i, c)).collect();
-                return Ok(Cls::InLin(terms, Bound { v: rhs, strict }));
+            // 2.0: the inputs' copies among the outputs stand in for them.
+            let out = |&(k, i): &Var| if k == 0 { self.mirror.get(&i).map(|&j| (1, j)) } else { Some((k, i)) };
+            let Some(terms) = lin.terms.into_iter().map(|(v, c)| Some((out(&v)?, c))).collect() else {
+                return Err(self.err(pos, "constraints that mix inputs and outputs are not supported"));
             };
-            let v = if c.is_one() {
-                rhs
-            } else if (-c).is_one() {
-                -rhs
-            } else {
-                rhs / c
-            };
-            return Ok(Cls::Bound(i, c.is_positive(), Bound { v, strict }));
+            lin = Lin { terms, k: lin.k };
+        } else if kinds[0] == 0 {
+            return Ok(input_atom(lin, rhs, strict));
         }
         let mut c = vec![Q::zero(); self.n[1]];
         for ((_, j), v) in lin.terms {

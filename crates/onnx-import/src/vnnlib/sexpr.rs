@@ -62,6 +62,22 @@ pub fn parse(text: &str) -> Result<Vec<Sx>, (Pos, String)> {
                 }
             }
             c if c.is_whitespace() => {}
+            '"' => {
+                // A string literal (VNNLIB 2.0 names a hidden tensor with
+                // one): one atom, its quotes kept.
+                let mut s = String::from('"');
+                loop {
+                    let Some(n) = chars.next() else { return Err((pos, "unclosed string literal".into())) };
+                    advance(n);
+                    s.push(n);
+                    if n == '"' {
+                        break;
+                    }
+                }
+                if let Some(top) = stack.last_mut() {
+                    top.0.push(Sx::Atom(s, pos));
+                }
+            }
             c => {
                 // VNNLIB 2.0 indices (`X[0, 1]`) stay in one atom, spaces dropped.
                 let mut s = String::from(c);

@@ -1,19 +1,130 @@
 //! VNNLIB 2.0 (the VNNLIB-Standard grammar): `(vnnlib-version <2.x>)`, then
 //! `(declare-network N (declare-input X Real [d…]) (declare-output Y Real [d…]))`
 //! and assertions over tensor elements `X[i,j,…]` (row-major, so element
-//! `X[i,j]` is flat input `i·d₁ + j`, the `X_k` of VNNLIB 1.0). One network
-//! with one input and one output tensor is supported; hidden tensors,
-//! several networks and initialized inputs are refused by name.
+//! `X[i,j]` is flat input `i·d₁ + j`, the `X_k` of VNNLIB 1.0).
+//!
+//! A query's variables are laid out as one network's ([`QueryLayout`]): the
+//! inputs of every declared network, in declaration order, are one input
+//! vector; their outputs and hidden tensors (`declare-hidden`), in
+//! declaration order, one output vector, followed by copies of the input
+//! elements that a constraint compares with outputs. The importer composes
+//! the networks to match (`compose.rs`). Initialized inputs are refused.
 
 use super::sexpr::{Pos, Sx};
 use super::{Parser, Var, VnnlibError, head};
+use std::collections::BTreeSet;
 
-/// A declared tensor: its name, kind (0 input, 1 output) and shape.
-#[derive(Debug, Clone)]
-pub(super) struct Tensor {
-    name: String,
-    kind: usize,
-    shape: Vec<usize>,
+/// What a declared tensor is to its network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    Input,
+    Output,
+    /// An intermediate tensor, by its name in the ONNX graph.
+    Hidden(String),
+}
+
+/// A declared tensor: its name, role, shape, and where its first element
+/// sits in the query's input vector (inputs) or output vector (the rest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorDecl {
+    pub name: String,
+    pub role: Role,
+    pub shape: Vec<usize>,
+    pub offset: usize,
+}
+
+impl TensorDecl {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+    fn kind(&self) -> usize {
+        usize::from(self.role != Role::Input)
+    }
+}
+
+/// A declared network and its tensors, in declaration order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkDecl {
+    pub name: String,
+    /// `equal-to` or `isomorphic-to`, and the network named.
+    pub like: Option<(String, String)>,
+    pub tensors: Vec<TensorDecl>,
+    pos: Pos,
+}
+
+/// A query's networks and how its variables are laid out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryLayout {
+    pub networks: Vec<NetworkDecl>,
+    /// Input elements (flat, in the input vector) copied to the end of the
+    /// output vector, in this order: a constraint compares them with outputs.
+    pub mirrors: Vec<usize>,
+    pub n_inputs: usize,
+    pub n_outputs: usize,
+}
+
+impl QueryLayout {
+    /// One network with one input and one output tensor, and no constraint
+    /// that mixes them: the model imports as it is.
+    pub fn is_simple(&self) -> bool {
+        let [n] = &self.networks[..] else { return false };
+        let count = |r: &Role| n.tensors.iter().filter(|t| &t.role == r).count();
+        self.mirrors.is_empty() && n.tensors.len() == 2 && count(&Role::Input) == 1 && count(&Role::Output) == 1
+    }
+
+    fn tensors(&self) -> impl Iterator<Item = &TensorDecl> {
+        self.networks.iter().flat_map(|n| &n.tensors)
+    }
+}
+
+/// Reads the declarations of a VNNLIB 2.0 text (none for VNNLIB 1.0):
+/// the layout its variables take. `file` names it in messages.
+pub fn query_layout(text: &str, file: &str) -> Result<Option<QueryLayout>, VnnlibError> {
+    let mut p = Parser::new(file, 0, 0);
+    let forms = super::sexpr::parse(text).map_err(|(pos, msg)| p.err(pos, msg))?;
+    match forms.first().and_then(|f| version(&p, f)) {
+        Some(v) => v?,
+        None => return Ok(None),
+    };
+    p.v2 = true;
+    layout(&mut p, &forms).map(Some)
+}
+
+/// The layout of `forms`' declarations, set as `p`'s tensors.
+pub(super) fn layout(p: &mut Parser, forms: &[Sx]) -> Result<QueryLayout, VnnlibError> {
+    let mut networks: Vec<NetworkDecl> = Vec::new();
+    for f in forms {
+        if let Sx::List(items, pos) = f
+            && head(items) == Some("declare-network")
+        {
+            let n = p.declare_network(items, *pos, &networks)?;
+            networks.push(n);
+        }
+    }
+    if networks.is_empty() {
+        return Err(p.semantic("no (declare-network ...) statement".into()));
+    }
+    let (mut n_in, mut n_out) = (0usize, 0usize);
+    for t in networks.iter_mut().flat_map(|n| &mut n.tensors) {
+        let at = if t.role == Role::Input { &mut n_in } else { &mut n_out };
+        t.offset = *at;
+        *at = at.saturating_add(t.numel());
+    }
+    p.layout = Some(QueryLayout { networks, mirrors: Vec::new(), n_inputs: n_in, n_outputs: n_out });
+    let mut mixed = BTreeSet::new();
+    for f in forms {
+        if let Sx::List(items, _) = f
+            && head(items) == Some("assert")
+        {
+            items.iter().skip(1).for_each(|a| p.mixed_inputs(a, &mut mixed));
+        }
+    }
+    let mut layout = p.layout.take().expect("set above");
+    layout.mirrors = mixed.into_iter().collect();
+    layout.n_outputs += layout.mirrors.len();
+    p.mirror = layout.mirrors.iter().enumerate().map(|(k, &i)| (i, n_out + k)).collect();
+    p.layout = Some(layout.clone());
+    Ok(layout)
 }
 
 /// Element types read as reals.
@@ -102,69 +213,135 @@ fn shape(p: &Parser, s: &str, pos: Pos) -> Result<Vec<usize>, VnnlibError> {
 }
 
 impl Parser<'_> {
-    /// `(declare-network NAME (declare-input …) (declare-output …))`.
-    pub(super) fn declare_network(&mut self, items: &[Sx], pos: Pos) -> Result<(), VnnlibError> {
-        if !self.tensors.is_empty() {
-            return Err(self.err(pos, "several networks are not supported (one network per query)"));
-        }
+    /// `(declare-network NAME [(equal-to|isomorphic-to M)] (declare-input …)
+    /// (declare-hidden …) (declare-output …))`; `before`: the networks
+    /// declared earlier.
+    fn declare_network(&self, items: &[Sx], pos: Pos, before: &[NetworkDecl]) -> Result<NetworkDecl, VnnlibError> {
         let Some((name, npos)) = items.get(1).and_then(atom) else {
             return Err(self.err(pos, "expected (declare-network NAME ...)"));
         };
-        if !is_name(name) {
-            return Err(self.err(npos, format!("bad network name '{name}'")));
+        let taken = |s: &str| before.iter().any(|n| n.name == s || n.tensors.iter().any(|t| t.name == s));
+        if !is_name(name) || taken(name) {
+            return Err(self.err(npos, format!("bad or repeated network name '{name}'")));
         }
-        let mut tensors = Vec::new();
+        let mut net = NetworkDecl { name: name.to_string(), like: None, tensors: Vec::new(), pos };
         for d in &items[2..] {
             let Sx::List(decl, dpos) = d else { return Err(self.err(d.pos(), "expected a declaration")) };
-            let kind = match head(decl) {
-                Some("declare-input") => 0,
-                Some("declare-output") => 1,
-                Some(k @ ("declare-hidden" | "equal-to" | "isomorphic-to")) => {
-                    return Err(
-                        self.err(*dpos, format!("'{k}' is not supported (one network, inputs and outputs only)"))
-                    );
+            let role = match head(decl) {
+                Some("declare-input") => Role::Input,
+                Some("declare-output") => Role::Output,
+                Some("declare-hidden") => Role::Hidden(String::new()),
+                Some(k @ ("equal-to" | "isomorphic-to")) => {
+                    let target = decl.get(1).and_then(atom).filter(|(t, _)| before.iter().any(|n| n.name == *t));
+                    let (Some((t, _)), None, None) = (target, decl.get(2), net.like.as_ref()) else {
+                        return Err(self.err(*dpos, format!("expected ({k} NETWORK) naming a network declared before")));
+                    };
+                    net.like = Some((k.to_string(), t.to_string()));
+                    continue;
                 }
                 Some(k) => return Err(self.err(*dpos, format!("unknown declaration '{k}' in a network"))),
                 None => return Err(self.err(*dpos, "expected a declaration")),
             };
-            let (Some((t, tpos)), Some((ty, typos)), Some((sh, spos))) =
-                (decl.get(1).and_then(atom), decl.get(2).and_then(atom), decl.get(3).and_then(atom))
-            else {
-                return Err(self.err(*dpos, "expected (declare-input|declare-output NAME TYPE [SHAPE])"));
-            };
-            if !is_name(t) || self.tensors.iter().chain(&tensors).any(|x: &Tensor| x.name == t) || t == name {
-                return Err(self.err(tpos, format!("bad or repeated tensor name '{t}'")));
+            let t = self.tensor_decl(decl, *dpos, role)?;
+            if t.name == name || taken(&t.name) || net.tensors.iter().any(|x| x.name == t.name) {
+                return Err(self.err(*dpos, format!("bad or repeated tensor name '{}'", t.name)));
             }
-            // An integer output can only be a constant the importer folded
-            // (every op that makes integers of network values is refused),
-            // which polycert computes exactly.
-            let readable = FLOAT_TYPES.contains(&ty) || (kind == 1 && INT_TYPES.contains(&ty));
-            if !readable {
-                let allowed = if kind == 1 { "Real, a float or an integer type" } else { "Real or a float type" };
-                return Err(self.err(typos, format!("element type '{ty}' is not supported ({allowed})")));
+            net.tensors.push(t);
+        }
+        if !net.tensors.iter().any(|t| t.role == Role::Input) || !net.tensors.iter().any(|t| t.role == Role::Output) {
+            return Err(self.err(pos, format!("network '{name}' needs at least one input and one output")));
+        }
+        Ok(net)
+    }
+
+    /// `(declare-input|declare-output NAME TYPE [SHAPE])` or
+    /// `(declare-hidden NAME TYPE [SHAPE] "ONNX-NAME")`.
+    fn tensor_decl(&self, decl: &[Sx], dpos: Pos, role: Role) -> Result<TensorDecl, VnnlibError> {
+        let (Some((t, tpos)), Some((ty, typos)), Some((sh, spos))) =
+            (decl.get(1).and_then(atom), decl.get(2).and_then(atom), decl.get(3).and_then(atom))
+        else {
+            return Err(self.err(dpos, "expected (declare-input|declare-output|declare-hidden NAME TYPE [SHAPE] ...)"));
+        };
+        if !is_name(t) {
+            return Err(self.err(tpos, format!("bad tensor name '{t}'")));
+        }
+        // An integer output can only be a constant the importer folded, or
+        // a step (every op that makes integers of network values but steps
+        // is refused), which polycert computes exactly.
+        let input = role == Role::Input;
+        let readable = FLOAT_TYPES.contains(&ty) || (!input && INT_TYPES.contains(&ty));
+        if !readable {
+            let allowed = if input { "Real or a float type" } else { "Real, a float or an integer type" };
+            return Err(self.err(typos, format!("element type '{ty}' is not supported ({allowed})")));
+        }
+        let role = match (role, decl.get(4)) {
+            (Role::Hidden(_), Some(Sx::Atom(s, _))) if s.len() > 2 && s.starts_with('"') && s.ends_with('"') => {
+                Role::Hidden(s[1..s.len() - 1].to_string())
             }
-            if let Some(opt) = decl.get(4) {
+            (Role::Hidden(_), _) => {
+                return Err(self.err(dpos, "expected (declare-hidden NAME TYPE [SHAPE] \"ONNX-NAME\")"));
+            }
+            (_, Some(opt)) => {
                 let what = atom(opt).map_or("an option", |a| a.0);
                 return Err(self.err(opt.pos(), format!("'{what}' is not supported on a tensor declaration")));
             }
-            tensors.push(Tensor { name: t.to_string(), kind, shape: shape(self, sh, spos)? });
+            (r, None) => r,
+        };
+        if let Some(extra) = decl.get(5) {
+            return Err(self.err(extra.pos(), "unexpected item in a tensor declaration"));
         }
-        for (kind, what) in [(0, "input"), (1, "output")] {
-            let of_kind: Vec<&Tensor> = tensors.iter().filter(|t| t.kind == kind).collect();
-            let [t] = of_kind[..] else {
-                return Err(self.err(pos, format!("expected exactly one {what} tensor, found {}", of_kind.len())));
-            };
-            let n: usize = t.shape.iter().product();
-            if n != self.n[kind] {
-                return Err(self.err(
-                    pos,
-                    format!("{what} '{}' has shape {:?} ({n} values), the model has {}", t.name, t.shape, self.n[kind]),
-                ));
+        Ok(TensorDecl { name: t.to_string(), role, shape: shape(self, sh, spos)?, offset: 0 })
+    }
+
+    /// Checks the layout against the model's input and output counts.
+    pub(super) fn check_layout(&self) -> Result<(), VnnlibError> {
+        let l = self.layout.as_ref().expect("a 2.0 query has a layout");
+        if (l.n_inputs, l.n_outputs) == (self.n[0], self.n[1]) {
+            return Ok(());
+        }
+        let pos = l.networks[0].pos;
+        if !l.is_simple() {
+            return Err(self.err(
+                pos,
+                format!(
+                    "the query's networks take {} input and give {} output values (several networks, inputs or \
+                     outputs, hidden tensors, or inputs compared with outputs); the model has {} and {}: give each \
+                     network as --network NAME=MODEL",
+                    l.n_inputs, l.n_outputs, self.n[0], self.n[1]
+                ),
+            ));
+        }
+        for t in l.tensors() {
+            let (n, what) = (t.numel(), if t.role == Role::Input { "input" } else { "output" });
+            if n != self.n[t.kind()] {
+                let m = self.n[t.kind()];
+                return Err(self
+                    .err(pos, format!("{what} '{}' has shape {:?} ({n} values), the model has {m}", t.name, t.shape)));
             }
-            self.declared[kind].iter_mut().for_each(|d| *d = true);
         }
-        self.tensors = tensors;
         Ok(())
+    }
+
+    /// Records in `out` the input elements that a comparison in `sx` sets
+    /// against outputs or hidden tensors.
+    fn mixed_inputs(&self, sx: &Sx, out: &mut BTreeSet<usize>) {
+        let Sx::List(items, _) = sx else { return };
+        if matches!(head(items), Some("<=" | ">=" | "<" | ">" | "=" | "==")) {
+            let mut vars = Vec::new();
+            items[1..].iter().for_each(|a| self.element_vars(a, &mut vars));
+            if vars.iter().any(|v| v.0 == 0) && vars.iter().any(|v| v.0 == 1) {
+                out.extend(vars.iter().filter(|v| v.0 == 0).map(|v| v.1));
+            }
+        } else {
+            items[1..].iter().for_each(|a| self.mixed_inputs(a, out));
+        }
+    }
+
+    fn element_vars(&self, sx: &Sx, out: &mut Vec<Var>) {
+        match sx {
+            Sx::Atom(s, pos) => out.extend(self.tensor_element(s, *pos).ok().flatten()),
+            Sx::List(items, _) => items.iter().for_each(|a| self.element_vars(a, out)),
+        }
     }
 
     /// `NAME` (a scalar) or `NAME[i,j,…]` to a flat variable; `None` when
@@ -174,7 +351,7 @@ impl Parser<'_> {
             Some((n, rest)) => (n, Some(rest)),
             None => (s, None),
         };
-        let Some(t) = self.tensors.iter().find(|t| t.name == name) else { return Ok(None) };
+        let Some(t) = self.layout.as_ref().and_then(|l| l.tensors().find(|t| t.name == name)) else { return Ok(None) };
         let idx: Vec<usize> = match idx {
             None => vec![],
             Some(rest) => {
@@ -189,6 +366,6 @@ impl Parser<'_> {
             return Err(self.err(pos, format!("'{s}' does not index '{}' of shape {:?}", t.name, t.shape)));
         }
         let flat = idx.iter().zip(&t.shape).fold(0, |acc, (i, d)| acc * d + i);
-        Ok(Some((t.kind, flat)))
+        Ok(Some((t.kind(), t.offset + flat)))
     }
 }
