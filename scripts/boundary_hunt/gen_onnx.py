@@ -504,6 +504,31 @@ def steps(b: Builder, x: V) -> V:
     return V(b.node("Cast", [c], to=TensorProto.FLOAT), x.shape)
 
 
+def powers(b: Builder, x: V) -> V:
+    """Powers, products and quotients of network values: Pow with a constant
+    exponent or base, Sqrt, Reciprocal, Mul and Div of two network values
+    (a = relu(x) + c, c > 0, keeps fractional and negative powers defined)."""
+    r = b.rng
+    mode = b.pick(["square", "cube", "pow_neg", "exp", "sqrt", "reciprocal", "mul", "div"])
+    b.features.add("power:" + mode)
+    c = b.const(np.array([r.uniform(0.25, 1.0)], dtype=F32))
+    a = b.node("Add", [b.node("Relu", [x.name]), c])
+    if mode in ("square", "cube"):
+        e = b.const(np.array([2.0 if mode == "square" else 3.0], dtype=F32))
+        y = b.node("Pow", [x.name, e]) if mode == "cube" or r.random() < 0.5 else b.node("Mul", [x.name, x.name])
+    elif mode == "pow_neg":
+        y = b.node("Pow", [a, b.const(np.array([float(r.choice([-0.5, -1.0, -2.0, 0.5, 1.5]))], dtype=F32))])
+    elif mode == "exp":
+        y = b.node("Pow", [b.const(np.array([r.uniform(0.5, 3.0)], dtype=F32)), x.name])
+    elif mode in ("sqrt", "reciprocal"):
+        y = b.node("Sqrt" if mode == "sqrt" else "Reciprocal", [a])
+    elif mode == "mul":
+        y = b.node("Mul", [x.name, a] if r.random() < 0.5 else [a, x.name])
+    else:
+        y = b.node("Div", [x.name, a] if r.random() < 0.7 else [b.const(np.array([r.uniform(-2, 2)], dtype=F32)), a])
+    return V(y, x.shape)
+
+
 FLAT_BLOCKS = {
     "dense": dense_act,
     "activation": activation,
@@ -513,6 +538,7 @@ FLAT_BLOCKS = {
     "maxmin": maxmin,
     "shape": shape_ops,
     "steps": steps,
+    "powers": powers,
 }
 IMAGE_BLOCKS = {
     "conv": conv,

@@ -36,7 +36,7 @@ pub use base::backend::{
     out_of_range, unit_rows,
 };
 pub use base::bounds::LoHi;
-pub use base::elementwise::{Cmp, Elementwise, Piece};
+pub use base::elementwise::{Cmp, Elementwise, Piece, PowerFn};
 pub use base::geom::Geom;
 pub use base::ir::{Conv2d, IrError, Network, Node, NodeId, Op, Pool, Shape};
 pub use base::options::{

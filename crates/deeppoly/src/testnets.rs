@@ -87,6 +87,29 @@ pub fn random_step_mlp(rng: &mut SplitMix, widths: &[usize]) -> Network {
     n
 }
 
+/// A small MLP whose hidden layers are powers defined everywhere (`x²`,
+/// `x³`, `x⁴`, `2^x`, `0.5^x`), with small weights so values stay modest.
+pub fn random_power_mlp(rng: &mut SplitMix, widths: &[usize]) -> Network {
+    use crate::base::elementwise::{Elementwise, PowerFn};
+    let mut n = Network::new(Shape::flat(widths[0]));
+    let mut x = 0;
+    for (i, w) in widths.windows(2).enumerate() {
+        let a = (1.0 / w[0] as f64).sqrt();
+        let weight = (0..w[0] * w[1]).map(|_| rng.weight(a)).collect();
+        let bias = (0..w[1]).map(|_| rng.weight(0.3)).collect();
+        x = n.push(format!("dense{i}"), Op::Dense { weight, bias, out: w[1] }, &[x]).expect("valid");
+        if i + 2 < widths.len() {
+            let f = [PowerFn::Power(2.0), PowerFn::Power(3.0), PowerFn::Power(4.0)]
+                .into_iter()
+                .chain([PowerFn::Exponential(2.0), PowerFn::Exponential(0.5)])
+                .nth(rng.below(5))
+                .expect("five");
+            x = n.push(format!("power{i}"), Op::Elementwise(Elementwise::Power(f)), &[x]).expect("valid");
+        }
+    }
+    n
+}
+
 fn rand_conv(rng: &mut SplitMix, c_in: usize, c_out: usize, k: usize, s: usize, p: usize) -> Conv2d {
     let a = (2.0 / (c_in * k * k) as f64).sqrt() * 1.5;
     Conv2d {

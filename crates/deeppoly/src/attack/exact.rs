@@ -56,7 +56,7 @@ pub fn exact_f32_outputs(net: &Network, x: &[f32]) -> Option<Vec<f64>> {
                 crate::base::eval::eval_node::<f64>(net, id, &inputs)
             }
             // Its input or a constant: exact where the result is a float32.
-            Op::Elementwise(f) => {
+            Op::Elementwise(f) if f.is_exact() => {
                 ins(0).iter().map(|&v| Some(f.eval(v)).filter(|&y| y as f32 as f64 == y)).collect::<Option<_>>()?
             }
             // One runtime operation with a constant (`x + a` or `x·m`: an Add,
@@ -74,10 +74,10 @@ pub fn exact_f32_outputs(net: &Network, x: &[f32]) -> Option<Vec<f64>> {
                     })
                     .collect::<Option<_>>()?
             }
-            // σ has a tolerance, average pooling divides, a normalisation
+            // σ and powers have a tolerance, average pooling divides, a normalisation
             // (or a lowering's own affine part) rounds in its own steps: left
             // to the enclosure.
-            Op::Sigmoid | Op::AvgPool2d(_) | Op::ChannelAffine { .. } => return None,
+            Op::Sigmoid | Op::Elementwise(_) | Op::AvgPool2d(_) | Op::ChannelAffine { .. } => return None,
         };
         vals.push(v);
     }

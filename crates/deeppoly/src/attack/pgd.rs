@@ -469,16 +469,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 (Op::Sigmoid, _) => {
                     acc(&mut grads, x0, be.pointwise(Pointwise::SigmoidGrad { g: &g, y: self.value(v, x, id) })?)?
                 }
-                (Op::Elementwise(f), _) => {
-                    // On the host: 1 on the value's piece, else 0.
-                    let (gh, xh) = (be.download(&g)?, be.download(self.value(v, x, x0))?);
-                    let gx: Vec<T> = gh
-                        .iter()
-                        .zip(&xh)
-                        .map(|(&g, &x)| if f.slope(x.to_f64_exact()) != 0.0 { g } else { T::zero() })
-                        .collect();
-                    acc(&mut grads, x0, be.upload(&gx)?)?
-                }
+                (Op::Elementwise(f), _) => acc(&mut grads, x0, self.elementwise_grad(*f, &g, self.value(v, x, x0))?)?,
                 (Op::Add, _) => {
                     acc(&mut grads, node.inputs[1], be.pointwise(Pointwise::Copy(&g))?)?;
                     acc(&mut grads, x0, g)?;
@@ -511,6 +502,23 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             }
         }
         Ok(grads[0].take())
+    }
+
+    /// An elementwise function's input gradient, on the host: `g` times the
+    /// derivative at the input values `xv` (for a step, 1 on the value's
+    /// piece, else 0).
+    fn elementwise_grad(&self, f: crate::base::elementwise::Elementwise, g: &B::Buf, xv: &B::Buf) -> BResult<B::Buf> {
+        let (gh, xh) = (self.backend.download(g)?, self.backend.download(xv)?);
+        let gx: Vec<T> = gh
+            .iter()
+            .zip(&xh)
+            .map(|(&g, &x)| match f.slope(x.to_f64_exact()) {
+                0.0 => T::zero(),
+                1.0 => g,
+                d => g * T::from_f64_nearest(d),
+            })
+            .collect();
+        self.backend.upload(&gx)
     }
 
     /// Pooling's input gradient (`crate::base::eval::pool_grad`) on the

@@ -33,6 +33,10 @@ pub enum AnalysisError {
     InexactWeight { layer: String, value: f64, precision: &'static str },
     #[error("timeout")]
     Timeout,
+    /// A layer whose function may be undefined (NaN or infinite in
+    /// float32) on its input's bounds: no sound relaxation exists.
+    #[error("layer '{layer}': {msg}")]
+    Undefined { layer: String, msg: String },
 }
 
 /// Parameters of one node, uploaded to the backend.

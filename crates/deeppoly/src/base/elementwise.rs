@@ -1,13 +1,17 @@
-//! Elementwise functions that float inference computes exactly: steps and
-//! selections by a comparison with a constant (ONNX's Equal, Greater, Less
-//! and the like, Where between the value and a constant, Cast to bool),
-//! and truncation to an integer (Cast to int32 or int64). Each output is
-//! the input itself or a constant, so no rounding enters.
+//! Elementwise functions of one value. Exact ones, which float inference
+//! computes without rounding: steps and selections by a comparison with a
+//! constant (ONNX's Equal, Greater, Less and the like, Where between the
+//! value and a constant, Cast to bool), and truncation to an integer (Cast
+//! to int32 or int64): each output is the input itself or a constant. And
+//! powers `x^e` and exponentials `b^x`, within a tolerance (`power.rs`).
 //!
-//! **Relaxation.** Over an input interval `[l, u]` that reaches one piece
-//! only, that piece is exact (the identity or the constant). Otherwise the
-//! output lies between constant bounds: the least and greatest value the
-//! reachable pieces take there. The relaxation has no free parameter.
+//! **Relaxation** of the exact ones. Over an input interval `[l, u]` that
+//! reaches one piece only, that piece is exact (the identity or the
+//! constant). Otherwise the output lies between constant bounds: the least
+//! and greatest value the reachable pieces take there. No relaxation has a
+//! free parameter.
+
+pub use super::power::PowerFn;
 
 /// A comparison of the value `x` with a constant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +39,8 @@ pub enum Elementwise {
     /// `x` truncated toward zero to a signed integer of `bits` bits. Out of
     /// range the runtime's result is undefined, but an integer of that type.
     Trunc { bits: u32 },
+    /// `x^e` or `b^x`, deployed within a tolerance.
+    Power(PowerFn),
 }
 
 impl Cmp {
@@ -77,19 +83,26 @@ pub struct Relaxation {
 }
 
 impl Relaxation {
-    fn identity((l, u): (f64, f64)) -> Self {
+    pub(crate) fn identity((l, u): (f64, f64)) -> Self {
         Self { lam_lo: 1.0, mu_lo: 0.0, lam_up: 1.0, mu_up: 0.0, lo: l, hi: u }
     }
 
-    fn between(lo: f64, hi: f64) -> Self {
+    pub(crate) fn between(lo: f64, hi: f64) -> Self {
         Self { lam_lo: 0.0, mu_lo: lo, lam_up: 0.0, mu_up: hi, lo, hi }
     }
 }
 
 impl Elementwise {
-    /// The function at `x` (exact: every output is `x` or a constant).
+    /// Whether float inference computes it exactly (every output is `x` or
+    /// a constant).
+    pub fn is_exact(self) -> bool {
+        !matches!(self, Elementwise::Power(_))
+    }
+
+    /// The function at `x` (exact where [`Elementwise::is_exact`]).
     pub fn eval(self, x: f64) -> f64 {
         match self {
+            Elementwise::Power(p) => p.eval(x),
             Elementwise::Select { cmp, at, then, other } => {
                 let p = if cmp.holds(x, at) { then } else { other };
                 match p {
@@ -107,6 +120,7 @@ impl Elementwise {
     /// The derivative where it exists (1 on the value's piece, else 0).
     pub fn slope(self, x: f64) -> f64 {
         match self {
+            Elementwise::Power(p) => p.slope(x),
             Elementwise::Select { cmp, at, then, other } => {
                 let p = if cmp.holds(x, at) { then } else { other };
                 if p == Piece::Value { 1.0 } else { 0.0 }
@@ -115,9 +129,11 @@ impl Elementwise {
         }
     }
 
-    /// A sound relaxation over `[l, u]` (`l ≤ u`).
-    pub fn relax(self, (l, u): (f64, f64)) -> Relaxation {
-        match self {
+    /// A sound relaxation over `[l, u]` (`l ≤ u`); `None` where the
+    /// function may be undefined there (a power's pole, say).
+    pub fn relax(self, (l, u): (f64, f64)) -> Option<Relaxation> {
+        Some(match self {
+            Elementwise::Power(p) => return p.relax((l, u)),
             Elementwise::Select { cmp, at, then, other } => {
                 let (yes, no) = cmp.reaches((l, u), at);
                 let reached: Vec<Piece> = [(yes, then), (no, other)].iter().filter(|(r, _)| *r).map(|p| p.1).collect();
@@ -139,11 +155,11 @@ impl Elementwise {
                 let r = range(bits);
                 if l < -r || u >= r {
                     // Some input is out of range: any integer of the type.
-                    return Relaxation::between(-r, r);
+                    return Some(Relaxation::between(-r, r));
                 }
                 Relaxation::between(l.trunc(), u.trunc())
             }
-        }
+        })
     }
 
     /// The constants it can output (float32 values, checked by the importer).
@@ -153,6 +169,7 @@ impl Elementwise {
                 [then, other].into_iter().filter_map(|p| if let Piece::Const(c) = p { Some(c) } else { None }).collect()
             }
             Elementwise::Trunc { bits } => vec![-range(bits), range(bits)],
+            Elementwise::Power(_) => Vec::new(),
         }
     }
 }
@@ -184,7 +201,7 @@ mod tests {
         for f in fs {
             for (i, &l) in grid.iter().enumerate() {
                 for &u in &grid[i..] {
-                    let r = f.relax((l, u));
+                    let r = f.relax((l, u)).unwrap();
                     for &x in grid.iter().filter(|&&x| l <= x && x <= u) {
                         let y = f.eval(x);
                         let ok = r.lam_lo * x + r.mu_lo <= y && y <= r.lam_up * x + r.mu_up && r.lo <= y && y <= r.hi;
@@ -198,10 +215,10 @@ mod tests {
     #[test]
     fn one_piece_is_exact() {
         let f = Elementwise::Select { cmp: Cmp::Gt, at: -1.0, then: Piece::Value, other: Piece::Const(10.0) };
-        assert_eq!(f.relax((0.0, 1.0)), Relaxation::identity((0.0, 1.0)));
-        assert_eq!(f.relax((-3.0, -1.0)), Relaxation::between(10.0, 10.0));
-        assert_eq!(f.relax((-3.0, 1.0)), Relaxation::between(-3.0, 10.0));
-        assert_eq!(Elementwise::Trunc { bits: 64 }.relax((2.1, 2.4)), Relaxation::between(2.0, 2.0));
-        assert_eq!(Elementwise::Trunc { bits: 8 }.relax((100.0, 200.0)), Relaxation::between(-128.0, 128.0));
+        assert_eq!(f.relax((0.0, 1.0)), Some(Relaxation::identity((0.0, 1.0))));
+        assert_eq!(f.relax((-3.0, -1.0)), Some(Relaxation::between(10.0, 10.0)));
+        assert_eq!(f.relax((-3.0, 1.0)), Some(Relaxation::between(-3.0, 10.0)));
+        assert_eq!(Elementwise::Trunc { bits: 64 }.relax((2.1, 2.4)), Some(Relaxation::between(2.0, 2.0)));
+        assert_eq!(Elementwise::Trunc { bits: 8 }.relax((100.0, 200.0)), Some(Relaxation::between(-128.0, 128.0)));
     }
 }

@@ -17,6 +17,7 @@ pub mod ir;
 pub mod lower;
 pub mod options;
 pub mod par;
+pub mod power;
 pub mod profile;
 pub mod progress;
 pub mod property;

@@ -14,8 +14,8 @@ use crate::base::options::Options;
 use crate::base::property::{InputBox, Property, Verdict};
 use crate::base::rng::SplitMix;
 use crate::testnets::{
-    densify, random_maxpool, random_mlp, random_pool_concat, random_resnet, random_sigmoid_mlp, random_step_mlp,
-    two_two,
+    densify, random_maxpool, random_mlp, random_pool_concat, random_power_mlp, random_resnet, random_sigmoid_mlp,
+    random_step_mlp, two_two,
 };
 use polycert_interval::{FloatModel, Fp};
 
@@ -188,8 +188,10 @@ pub fn late_checks_same_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
 /// node's certified bounds, in f64 and in float32.
 pub fn points_inside_bounds<B: Backend<T>, T: Fp>(be: &B, arith: Arith) {
     let mut rng = SplitMix(11);
-    for k in 0..18 {
+    let mut powers = SplitMix(12);
+    for k in 0..24 {
         let net = match k % 6 {
+            _ if k >= 18 => random_power_mlp(&mut powers, &[4, 8, 8, 8, 3]),
             0 => random_mlp(&mut rng, &[5, 12, 12, 3]),
             1 => random_resnet(&mut rng, Shape::new(1, 5, 5), 2, 3),
             2 => random_pool_concat(&mut rng, Shape::new(2, 7, 7), 3, 3),

@@ -308,7 +308,7 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             (Op::Dense { .. } | Op::Conv2d(_), Params::Affine { w, b, .. }) => self.affine_step(st, id, (w, b))?,
             (Op::Relu, _) => self.relu_node(&st.bounds[x0])?,
             (Op::Sigmoid, _) => self.sigmoid_step(&st.bounds[x0])?,
-            (Op::Elementwise(f), _) => self.elementwise_step(*f, &st.bounds[x0])?,
+            (Op::Elementwise(f), _) => self.elementwise_step(id, *f, &st.bounds[x0])?,
             (Op::Reshape, _) => {
                 (Bounds { lo: st.bounds[x0].lo.clone(), hi: st.bounds[x0].hi.clone(), dev: None }, Step::None)
             }

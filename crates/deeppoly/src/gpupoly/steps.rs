@@ -104,17 +104,23 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         Ok((Bounds { lo, hi, dev: None }, step))
     }
 
-    /// An exact elementwise function's bounds and relaxation (its lines'
-    /// slopes are 0 or 1 and its constants values of `T`: no rounding).
+    /// An elementwise function's bounds and relaxation (its lines' slopes
+    /// are float32 values, held exactly; its constants rounded outward).
     pub(super) fn elementwise_step(
         &self,
+        id: NodeId,
         f: crate::base::elementwise::Elementwise,
         x: &Bounds<T, B::Buf>,
     ) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let n = x.lo.len();
         let mut cols: [Vec<T>; 6] = std::array::from_fn(|_| Vec::with_capacity(n));
         for i in 0..n {
-            let r = f.relax((x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact()));
+            let (l, u) = (x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
+            let Some(r) = f.relax((l, u)) else {
+                let layer = self.net.node(id).name.clone();
+                let msg = format!("{f:?} may be undefined or past float32's range on [{l:e}, {u:e}]: no bound");
+                return Err(AnalysisError::Undefined { layer, msg });
+            };
             cols[0].push(T::from_f64_nearest(r.lam_lo));
             cols[1].push(fp::from_f64_down(r.mu_lo));
             cols[2].push(T::from_f64_nearest(r.lam_up));

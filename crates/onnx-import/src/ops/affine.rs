@@ -68,7 +68,9 @@ pub(super) fn binary(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     match (imp.is_const(a), imp.is_const(b)) {
         (true, true) => Ok(Value::Const(fold(op, &imp.constant(a)?, &imp.constant(b)?)?)),
         (false, false) if op == "Add" || op == "Sub" => residual(imp, node, a, b),
-        (false, false) => unsupported(format!("{op} of two values computed from the network input is not linear")),
+        (false, false) if op == "Mul" || op == "Div" => super::power::of_values(imp, node, a, b),
+        (false, false) => unsupported(format!("{op} of two values computed from the network input")),
+        (true, false) if op == "Div" => super::power::constant_over(imp, node, a, b),
         (false, true) => with_const(imp, node, a, b, true),
         (true, false) => with_const(imp, node, b, a, false),
     }

@@ -9,6 +9,7 @@ mod linear;
 mod pad;
 mod piecewise;
 mod pool;
+mod power;
 mod reduce;
 mod scurve;
 mod shape;
@@ -17,7 +18,7 @@ mod step;
 
 use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 
-const SUPPORTED: &str = "Gemm, MatMul, Conv (1-D and 2-D, dilated), ConvTranspose (as a dense layer), Add, Sub, Mul, Div, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
+const SUPPORTED: &str = "Gemm, MatMul, Conv (1-D and 2-D, dilated), ConvTranspose (as a dense layer), Add, Sub, Mul, Div (also of two network values), Pow (a constant exponent or base), Sqrt, Reciprocal, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
     Pad (zeros on H and W), Softmax (last, dropped), ReduceSum, ReduceMean, Squeeze, Unsqueeze, Concat (also of constants with one network value), Identity, Dropout, Expand, and on constants Shape, Cast, Constant, ConstantOfShape, \
     Range, Where, Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not";
@@ -64,7 +65,9 @@ pub const OPERATORS: &[&str] = &[
     "Not",
     "Or",
     "Pad",
+    "Pow",
     "Range",
+    "Reciprocal",
     "ReduceMean",
     "ReduceSum",
     "Relu",
@@ -74,6 +77,7 @@ pub const OPERATORS: &[&str] = &[
     "Slice",
     "Softmax",
     "Split",
+    "Sqrt",
     "Squeeze",
     "Sub",
     "Tanh",
@@ -152,6 +156,8 @@ fn run_op(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         }
         "Identity" | "Dropout" => one(shape::identity(imp, node)?),
         "Softmax" => one(softmax::softmax(imp, node)?),
+        "Pow" => one(power::pow(imp, node)?),
+        "Sqrt" | "Reciprocal" => one(power::unary(imp, node)?),
         "ReduceSum" | "ReduceMean" => one(reduce::reduce(imp, node)?),
         "LogSoftmax" => unsupported(
             "LogSoftmax is not supported: export the model without it (a final Softmax is dropped; properties \

@@ -14,5 +14,6 @@ mod negative_control;
 mod network_enclosure;
 mod network_eval;
 mod point_kernels;
+mod power;
 mod rounding;
 mod scurve;
