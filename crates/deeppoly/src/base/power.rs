@@ -64,6 +64,15 @@ fn f32_slope(v: f64) -> Option<f64> {
     s.is_finite().then_some(s as f64)
 }
 
+impl std::fmt::Display for PowerFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PowerFn::Power(e) => write!(f, "x^{e}"),
+            PowerFn::Exponential(b) => write!(f, "{b}^x"),
+        }
+    }
+}
+
 fn is_int(e: f64) -> bool {
     e == e.trunc()
 }

@@ -118,7 +118,11 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             let (l, u) = (x.lo[i].to_f64_exact(), x.hi[i].to_f64_exact());
             let Some(r) = f.relax((l, u)) else {
                 let layer = self.net.node(id).name.clone();
-                let msg = format!("{f:?} may be undefined or past float32's range on [{l:e}, {u:e}]: no bound");
+                let what = match f {
+                    crate::base::elementwise::Elementwise::Power(p) => p.to_string(),
+                    _ => format!("{f:?}"),
+                };
+                let msg = format!("{what} may be undefined or past float32's range for inputs in [{l:e}, {u:e}]: no bound");
                 return Err(AnalysisError::Undefined { layer, msg });
             };
             cols[0].push(T::from_f64_nearest(r.lam_lo));
