@@ -418,3 +418,22 @@ fn vnnlib_2_queries_lay_out_networks_hidden_tensors_and_mixed_inputs() {
         assert!(e.contains(want), "{e}");
     }
 }
+
+/// A linear constraint over several inputs that cuts the box (VNNLIB 2.0)
+/// joins the unsafe region through the inputs' copies among the outputs;
+/// one decided on the box still drops or keeps its disjunct.
+#[test]
+fn vnnlib_2_input_constraints_that_cut_the_box_read_the_inputs_copies() {
+    let head = "(vnnlib-version <2.0>)\n(declare-network N (declare-input X Real [2]) (declare-output Y Real [1]))\n\
+                (assert (>= X[0] 0.0))(assert (<= X[0] 2.0))(assert (>= X[1] 0.0))(assert (<= X[1] 2.0))\n";
+    let text = format!("{head}(assert (>= (+ (* 0.5 X[0]) (* 0.75 X[1])) 2.5))\n(assert (<= Y[0] 1.0))\n");
+    let l = query_layout(&text, "c.vnnlib").unwrap().unwrap();
+    assert_eq!((l.mirrors.clone(), l.n_outputs, l.is_simple()), (vec![0, 1], 3, false));
+    let p = parse_vnnlib(&text, "c.vnnlib", 2, 3).unwrap();
+    let region = &p.subproblems[0].unsafe_region;
+    // −0.5·X[0] − 0.75·X[1] ≤ −2.5, on the copies (outputs 1 and 2).
+    assert_eq!(region, &vec![vec![Halfspace::new(vec![1.0, 0.0, 0.0], 1.0), Halfspace::new(vec![0.0, -0.5, -0.75], -2.5)]]);
+    // Holding nowhere on the box (≥ 3 needs 0.5·2 + 0.75·2 = 2.5 at most): no disjunct is left.
+    let none = text.replace("2.5))\n(assert (<= Y", "3.0))\n(assert (<= Y");
+    assert!(parse_vnnlib(&none, "c.vnnlib", 2, 3).unwrap().subproblems.iter().all(|sp| sp.unsafe_region.is_empty()));
+}

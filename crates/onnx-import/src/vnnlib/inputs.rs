@@ -1,17 +1,23 @@
 //! The input side of a conjunction: the box of its bounds on single
 //! inputs, and its linear constraints over several inputs decided on it.
 
-use super::{Bound, Cls, Parser, Q, VnnlibError, exact, stated_box, tighter};
+use super::{Bound, Cls, Lin, Parser, Q, VnnlibError, exact, stated_box, tighter};
 use num_traits::{Signed, Zero};
 use polycert_deeppoly::InputBox;
 use std::cmp::Ordering;
 
 impl Parser<'_> {
     /// Whether a conjunction's linear constraints over several inputs can
-    /// hold on its box: `false` where one holds nowhere on it (exactly, in
-    /// rationals over the box's closure), `true` where each holds everywhere;
-    /// an error where one cuts the box (a polytope, which is not supported).
-    pub(super) fn inputs_meet<'c>(&self, atoms: impl Iterator<Item = &'c Cls> + Clone) -> Result<bool, VnnlibError> {
+    /// hold on its box: `None` where one holds nowhere on it (exactly, in
+    /// rationals over the box's closure); else the half-spaces, over the
+    /// inputs' copies among the outputs (VNNLIB 2.0), of those that cut the
+    /// box, which join the unsafe region. An error where one cuts the box
+    /// and its inputs have no copies (the region is then a polytope).
+    pub(super) fn inputs_meet<'c>(
+        &self,
+        atoms: impl Iterator<Item = &'c Cls> + Clone,
+    ) -> Result<Option<Vec<polycert_deeppoly::Halfspace>>, VnnlibError> {
+        let mut cuts = Vec::new();
         let n_in = self.n[0];
         let (mut lo, mut hi): (Vec<Option<Bound>>, Vec<Option<Bound>>) = (vec![None; n_in], vec![None; n_in]);
         for a in atoms.clone() {
@@ -35,15 +41,23 @@ impl Parser<'_> {
             let nowhere = if rhs.strict { min >= rhs.v } else { min > rhs.v };
             let everywhere = if rhs.strict { max < rhs.v } else { max <= rhs.v };
             if nowhere {
-                return Ok(false);
+                return Ok(None);
             }
             if !everywhere {
-                return Err(self.semantic(
-                    "a linear constraint over several inputs cuts the input box (only boxes are supported)".into(),
-                ));
+                let copies: Option<_> = terms.iter().map(|(i, c)| Some(((1, *self.mirror.get(i)?), c.clone()))).collect();
+                let Some(terms) = copies else {
+                    return Err(self.semantic(
+                        "a linear constraint over several inputs cuts the input box (only boxes are supported)".into(),
+                    ));
+                };
+                let pos = super::sexpr::Pos { line: 1, col: 1 };
+                match self.classify(Lin { terms, k: -rhs.v.clone() }, rhs.strict, pos)? {
+                    Cls::Out(h) => cuts.push(h),
+                    other => unreachable!("a constraint over outputs classifies as one: {other:?}"),
+                }
             }
         }
-        Ok(true)
+        Ok(Some(cuts))
     }
 
     /// The box of a conjunction's input bounds (`None`: empty).

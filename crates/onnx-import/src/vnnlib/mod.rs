@@ -450,17 +450,21 @@ impl Parser<'_> {
                 let b = self.input_box(base.iter().chain(picked()))?;
                 boxes.insert(key.clone(), b.map(Grouped::Box));
             }
-            let feasible = !base.iter().chain(picked()).any(|a| matches!(a, Cls::False))
-                && (!base.iter().chain(picked()).any(|a| matches!(a, Cls::InLin(..)))
-                    || self.inputs_meet(base.iter().chain(picked()))?);
+            let cuts = if base.iter().chain(picked()).any(|a| matches!(a, Cls::False)) {
+                None
+            } else if base.iter().chain(picked()).any(|a| matches!(a, Cls::InLin(..))) {
+                self.inputs_meet(base.iter().chain(picked()))?
+            } else {
+                Some(Vec::new())
+            };
             if let Some(slot) = boxes.get_mut(&key).expect("just built").as_mut() {
-                if feasible {
+                if let Some(cuts) = cuts {
                     let k = slot.index(&mut out, &mut index);
                     let outs = base
                         .iter()
                         .chain(picked())
                         .filter_map(|a| if let Cls::Out(h) = a { Some(h.clone()) } else { None });
-                    out[k].unsafe_region.push(outs.collect());
+                    out[k].unsafe_region.push(outs.chain(cuts).collect());
                 } else if vacuous.is_none() {
                     // Outputs that no value meets (`0 ≤ −1`): nothing to reach here.
                     vacuous = Some(slot.input(&out).clone());

@@ -323,13 +323,15 @@ impl Parser<'_> {
     }
 
     /// Records in `out` the input elements that a comparison in `sx` sets
-    /// against outputs or hidden tensors.
+    /// against outputs or hidden tensors, or against each other (a linear
+    /// constraint over several inputs that may cut the box).
     fn mixed_inputs(&self, sx: &Sx, out: &mut BTreeSet<usize>) {
         let Sx::List(items, _) = sx else { return };
         if matches!(head(items), Some("<=" | ">=" | "<" | ">" | "=" | "==")) {
             let mut vars = Vec::new();
             items[1..].iter().for_each(|a| self.element_vars(a, &mut vars));
-            if vars.iter().any(|v| v.0 == 0) && vars.iter().any(|v| v.0 == 1) {
+            let inputs: BTreeSet<usize> = vars.iter().filter(|v| v.0 == 0).map(|v| v.1).collect();
+            if !inputs.is_empty() && (inputs.len() > 1 || vars.iter().any(|v| v.0 == 1)) {
                 out.extend(vars.iter().filter(|v| v.0 == 0).map(|v| v.1));
             }
         } else {
