@@ -29,6 +29,9 @@ How to run (Python 3, standard library only)
     python3 vnncomp_check.py select
     python3 vnncomp_check.py run --budget 2100
     python3 vnncomp_check.py report --csv ../../bench/results/raw/2026-11-29-vnncomp-2022-2023-verdicts-cpu.csv
+    /tmp/vsat/bin/python ce_check.py polycert > /tmp/vnncheck/ce_polycert.jsonl   # needs onnxruntime
+    python3 report_md.py --out ../../bench/results/2026-11-29-vnncomp-2022-2023-verdicts-cpu.md \
+        --ce /tmp/vnncheck/ce_polycert.jsonl --notes NOTES.md   # NOTES.md: what each contradiction turned out to be
 
 Options: --work DIR (default /tmp/vnncheck), --bin PATH (default /tmp/polycert-check).
 """

@@ -49,7 +49,7 @@ fn answers(a: &SupportsArgs) -> Vec<(bool, Vec<String>)> {
         (a.multiple_network_theories, lines(&["SNET", "MNET", "MENET", "MINET"])),
         (a.hidden_node_theories, lines(&["H"])),
         (a.multiple_input_output_theories, lines(&["SIO", "MIO"])),
-        (a.arithmetic_complexity_theories, lines(&["BND", "OUTC", "LIN (one over inputs alone must not cut the box)"])),
+        (a.arithmetic_complexity_theories, lines(&["BND", "OUTC", "LIN", "POLY (products of two variables)"])),
         (a.serialise_assignments, lines(&["true"])),
     ]
 }

@@ -8,15 +8,19 @@
 //! network twice), its inputs read from its slice of the input. The
 //! slices and copies are dense layers of 0/1 weights, and the output a
 //! concatenation: all exact, so the analysis's rounding bounds cover them.
+//! Products of two variables that the property's terms take come last,
+//! each `((a + b)² − (a − b)²)/4` of copies of its factors, with exact
+//! squares (`Elementwise::Square`): the property's arithmetic is real.
 
 use crate::driver::{Opened, open};
 use crate::graph::{Dyn, MAX_INPUT, declared_dims, ir_shape};
 use crate::onnx_pb::ModelProto;
 use crate::ops::MAX_WEIGHTS;
 use crate::tensor::numel;
-use crate::vnnlib::{QueryLayout, Role, TensorDecl};
+use crate::vnnlib::{QueryLayout, QueryVar, Role, TensorDecl};
 use crate::{ImportError, Imported};
-use polycert_deeppoly::{Network, NodeId, Op, Shape};
+use polycert_deeppoly::{Elementwise, Network, NodeId, Op, Shape};
+use polycert_interval::Interval;
 
 /// The networks of `layout`, one model per declared network (in order,
 /// with its file name), composed into one.
@@ -42,7 +46,7 @@ pub(crate) fn compose(layout: &QueryLayout, models: &[(ModelProto, String)]) -> 
     if !layout.mirrors.is_empty() {
         let src: Vec<usize> = layout.mirrors.clone();
         let id = copy(&mut net, &src, n_in, "inputs compared with outputs").map_err(|msg| model_err(&all, msg))?;
-        parts.push((layout.n_outputs - src.len(), id));
+        parts.push((layout.n_outputs - layout.products.len() - src.len(), id));
     }
     let mut flat = Vec::new();
     for (k, &(offset, id)) in parts.iter().enumerate() {
@@ -52,6 +56,9 @@ pub(crate) fn compose(layout: &QueryLayout, models: &[(ModelProto, String)]) -> 
     }
     if flat.len() > 1 {
         net.push("output", Op::Concat, &flat).map_err(|e| model_err(&all, e.to_string()))?;
+    }
+    if !layout.products.is_empty() {
+        products(&mut net, &layout.products).map_err(|e| model_err(&all, e))?;
     }
     let names = |role: fn(&Role) -> bool| {
         let t = layout.networks.iter().flat_map(|n| &n.tensors).filter(|t| role(&t.role));
@@ -143,6 +150,42 @@ fn slice(net: &mut Network, offset: usize, dims: &[usize], n_in: usize, name: &s
         return Ok(id);
     }
     net.reshape(format!("{name}.view"), id, want).map_err(|e| e.to_string())
+}
+
+/// Appends the products of pairs of variables (input `(0, i)` or output
+/// `(1, j)` of the network so far) to its output.
+fn products(net: &mut Network, pairs: &[(QueryVar, QueryVar)]) -> Result<NodeId, String> {
+    let ir = |e: polycert_deeppoly::IrError| e.to_string();
+    let pre = net.output();
+    let (n_in, n_pre) = (net.node(0).shape.numel(), net.node(pre).shape.numel());
+    // Every variable in one vector: the inputs, then the outputs so far.
+    let vars = net.push("products.vars", Op::Concat, &[0, pre]).map_err(ir)?;
+    let at = |(kind, i): (usize, usize)| if kind == 0 { i } else { n_in + i };
+    let n = pairs.len();
+    let pick = |net: &mut Network, name: &str, k: &dyn Fn(usize) -> usize| {
+        let mut weight = vec![0.0; n * (n_in + n_pre)];
+        (0..n).for_each(|r| weight[r * (n_in + n_pre) + k(r)] = 1.0);
+        net.push(name, Op::Dense { weight, bias: vec![0.0; n], out: n }, &[vars]).map_err(ir)
+    };
+    if n * (n_in + n_pre) > MAX_WEIGHTS {
+        return Err(format!("{n} products of variables beside {} values are too many", n_in + n_pre));
+    }
+    let a = pick(net, "products.a", &|r| at(pairs[r].0))?;
+    let b = pick(net, "products.b", &|r| at(pairs[r].1))?;
+    let affine = |m: f64| -> Result<Op, String> {
+        let p = |v: f64| Interval::point(v).map_err(|e| e.to_string());
+        Ok(Op::ChannelAffine { mul: vec![p(m)?; n], add: vec![p(0.0)?; n], float_ops: 0 })
+    };
+    let square = Op::Elementwise(Elementwise::Square);
+    let sum = net.push("products.sum", Op::Add, &[a, b]).map_err(ir)?;
+    let neg = net.push("products.neg", affine(-1.0)?, &[b]).map_err(ir)?;
+    let diff = net.push("products.diff", Op::Add, &[a, neg]).map_err(ir)?;
+    let s1 = net.push("products.sum2", square.clone(), &[sum]).map_err(ir)?;
+    let s2 = net.push("products.diff2", square, &[diff]).map_err(ir)?;
+    let q1 = net.push("products.q1", affine(0.25)?, &[s1]).map_err(ir)?;
+    let q2 = net.push("products.q2", affine(-0.25)?, &[s2]).map_err(ir)?;
+    let prod = net.push("products", Op::Add, &[q1, q2]).map_err(ir)?;
+    net.push("output.products", Op::Concat, &[pre, prod]).map_err(ir)
 }
 
 /// A dense layer over the input whose row `k` copies input `src[k]`.

@@ -62,9 +62,9 @@ impl Dyn {
     }
 }
 
-/// Largest reordering lowered as its own 0/1 Dense layer when no consumer
-/// can absorb it (the layer has `n²` weights).
-const MAX_REORDER: usize = 4096;
+/// Most weights (`n_out × n_in`) of a reordering or selection lowered as
+/// its own 0/1 Dense layer when no consumer can absorb it.
+const MAX_REORDER: usize = crate::ops::MAX_WEIGHTS;
 
 /// A MatMul/Gemm not pushed yet, so that a following Add of a constant can
 /// become its bias.
@@ -277,11 +277,11 @@ impl<'a> Importer<'a> {
     fn reorder(&mut self, name: &str, d: Dyn) -> OpResult<Dyn> {
         let Some(index) = d.index else { return Ok(d) };
         let (n, k) = (index.len(), self.net.node(d.id).shape.numel());
-        if n.max(k) > MAX_REORDER {
+        if n.saturating_mul(k) > MAX_REORDER {
             return unsupported(format!(
                 "'{name}' reorders or selects {n} of {k} values (Transpose, Slice, Gather, Split) and its consumer \
                  cannot absorb that (MatMul, Gemm, Relu, reshapes and Transpose can); a separate index layer is \
-                 limited to {MAX_REORDER} values"
+                 limited to {MAX_REORDER} weights (selected × source values)"
             ));
         }
         let mut weight = vec![0.0; n * k];

@@ -93,3 +93,24 @@ fn composing_refuses_a_model_that_does_not_match() {
     let e = load_query(&layout, &[&model, &model]).unwrap_err().to_string();
     assert!(e.contains("input 'ZB' has shape [1, 3], the model's 'b' dims [1, 2]"), "{e}");
 }
+
+/// A property's product of two variables (an output and an input) is an
+/// extra output, `((a + b)² − (a − b)²)/4` with exact squares: at each
+/// reference point it is the product of onnxruntime's output and the input.
+#[test]
+fn products_of_variables_are_composed_outputs() {
+    let (_, text, reference) = composed();
+    let text = format!("{text}(assert (<= (* 2.0 Y1[0,0] XA[0,1]) 0.5))\n");
+    let layout = query_layout(&text, "query.vnnlib").unwrap().unwrap();
+    assert_eq!((layout.products.clone(), layout.n_outputs), (vec![((0, 1), (1, 0))], 13));
+    let model = dir().join("two_io.onnx");
+    let m = load_query(&layout, &[&model, &model]).unwrap();
+    for p in reference["points"].as_array().unwrap() {
+        let (x, y) = (floats(&p["x"]), floats(&p["y"]));
+        let got = eval::<f64>(&m.network, &x);
+        assert!((got[12] - y[0] * x[1]).abs() <= 1e-6, "{} vs {}", got[12], y[0] * x[1]);
+    }
+    let p = parse_vnnlib(&text, "query.vnnlib", 10, 13).unwrap();
+    let h = p.subproblems[0].unsafe_region.iter().flatten().find(|h| h.c[12] != 0.0).unwrap();
+    assert_eq!((h.c[12], h.d), (2.0, 0.5));
+}

@@ -432,7 +432,10 @@ fn vnnlib_2_input_constraints_that_cut_the_box_read_the_inputs_copies() {
     let p = parse_vnnlib(&text, "c.vnnlib", 2, 3).unwrap();
     let region = &p.subproblems[0].unsafe_region;
     // −0.5·X[0] − 0.75·X[1] ≤ −2.5, on the copies (outputs 1 and 2).
-    assert_eq!(region, &vec![vec![Halfspace::new(vec![1.0, 0.0, 0.0], 1.0), Halfspace::new(vec![0.0, -0.5, -0.75], -2.5)]]);
+    assert_eq!(
+        region,
+        &vec![vec![Halfspace::new(vec![1.0, 0.0, 0.0], 1.0), Halfspace::new(vec![0.0, -0.5, -0.75], -2.5)]]
+    );
     // Holding nowhere on the box (≥ 3 needs 0.5·2 + 0.75·2 = 2.5 at most): no disjunct is left.
     let none = text.replace("2.5))\n(assert (<= Y", "3.0))\n(assert (<= Y");
     assert!(parse_vnnlib(&none, "c.vnnlib", 2, 3).unwrap().subproblems.iter().all(|sp| sp.unsafe_region.is_empty()));

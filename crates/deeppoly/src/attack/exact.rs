@@ -59,20 +59,8 @@ pub fn exact_f32_outputs(net: &Network, x: &[f32]) -> Option<Vec<f64>> {
             Op::Elementwise(f) if f.is_exact() => {
                 ins(0).iter().map(|&v| Some(f.eval(v)).filter(|&y| y as f32 as f64 == y)).collect::<Option<_>>()?
             }
-            // One runtime operation with a constant (`x + a` or `x·m`: an Add,
-            // Sub, Mul or Div the importer marks with one rounding): exact
-            // when its result is a float32.
-            Op::ChannelAffine { mul, add, float_ops: 1 } => {
-                let hw = (node.shape.h * node.shape.w).max(1);
-                ins(0)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| {
-                        let (m, a) = (mul[i / hw], add[i / hw]);
-                        let one_op = m.lo() == m.hi() && a.lo() == a.hi() && (m.lo() == 1.0 || a.lo() == 0.0);
-                        one_op.then(|| exact_sum([(m.lo(), v)].into_iter(), a.lo())).flatten()
-                    })
-                    .collect::<Option<_>>()?
+            Op::ChannelAffine { mul, add, float_ops } if *float_ops <= 1 => {
+                channel_affine(node.shape, (mul, add), *float_ops, ins(0))?
             }
             // σ and powers have a tolerance, average pooling divides, a normalisation
             // (or a lowering's own affine part) rounds in its own steps: left
@@ -82,6 +70,33 @@ pub fn exact_f32_outputs(net: &Network, x: &[f32]) -> Option<Vec<f64>> {
         vals.push(v);
     }
     vals.pop()
+}
+
+/// A per-channel affine node at the exact values `xs`, where it is exact:
+/// one runtime operation with a constant (`x + a` or `x·m`: an Add, Sub,
+/// Mul or Div the importer marks with one rounding), or a scaling by ±2^k
+/// over the reals (a lowering's, or a property product's quarter); either
+/// where its result is a float32.
+fn channel_affine(
+    shape: crate::base::ir::Shape,
+    (mul, add): (&[polycert_interval::Interval<f64>], &[polycert_interval::Interval<f64>]),
+    float_ops: u32,
+    xs: &[f64],
+) -> Option<Vec<f64>> {
+    let hw = (shape.h * shape.w).max(1);
+    let point = |v: &polycert_interval::Interval<f64>| (v.lo() == v.hi()).then_some(v.lo());
+    xs.iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let (m, a) = (point(&mul[i / hw])?, point(&add[i / hw])?);
+            let ok = if float_ops == 1 {
+                m == 1.0 || a == 0.0
+            } else {
+                a == 0.0 && m != 0.0 && m.abs().log2().fract() == 0.0
+            };
+            ok.then(|| exact_sum([(m, v)].into_iter(), a)).flatten()
+        })
+        .collect()
 }
 
 /// `Σ w·x + b` where each product and every partial sum, in any order, is

@@ -41,6 +41,9 @@ pub enum Elementwise {
     Trunc { bits: u32 },
     /// `x^e` or `b^x`, deployed within a tolerance.
     Power(PowerFn),
+    /// `x²` exactly: arithmetic only the analysis does (a property's
+    /// product of two variables), not a runtime op.
+    Square,
 }
 
 impl Cmp {
@@ -93,8 +96,8 @@ impl Relaxation {
 }
 
 impl Elementwise {
-    /// Whether float inference computes it exactly (every output is `x` or
-    /// a constant).
+    /// Whether it is computed exactly where its result is a float32 (every
+    /// output is `x` or a constant, or `x²`).
     pub fn is_exact(self) -> bool {
         !matches!(self, Elementwise::Power(_))
     }
@@ -103,6 +106,7 @@ impl Elementwise {
     pub fn eval(self, x: f64) -> f64 {
         match self {
             Elementwise::Power(p) => p.eval(x),
+            Elementwise::Square => x * x,
             Elementwise::Select { cmp, at, then, other } => {
                 let p = if cmp.holds(x, at) { then } else { other };
                 match p {
@@ -121,6 +125,7 @@ impl Elementwise {
     pub fn slope(self, x: f64) -> f64 {
         match self {
             Elementwise::Power(p) => p.slope(x),
+            Elementwise::Square => 2.0 * x,
             Elementwise::Select { cmp, at, then, other } => {
                 let p = if cmp.holds(x, at) { then } else { other };
                 if p == Piece::Value { 1.0 } else { 0.0 }
@@ -134,6 +139,7 @@ impl Elementwise {
     pub fn relax(self, (l, u): (f64, f64)) -> Option<Relaxation> {
         Some(match self {
             Elementwise::Power(p) => return p.relax((l, u)),
+            Elementwise::Square => return PowerFn::Power(2.0).relax_exact((l, u)),
             Elementwise::Select { cmp, at, then, other } => {
                 let (yes, no) = cmp.reaches((l, u), at);
                 let reached: Vec<Piece> = [(yes, then), (no, other)].iter().filter(|(r, _)| *r).map(|p| p.1).collect();
@@ -169,7 +175,7 @@ impl Elementwise {
                 [then, other].into_iter().filter_map(|p| if let Piece::Const(c) = p { Some(c) } else { None }).collect()
             }
             Elementwise::Trunc { bits } => vec![-range(bits), range(bits)],
-            Elementwise::Power(_) => Vec::new(),
+            Elementwise::Power(_) | Elementwise::Square => Vec::new(),
         }
     }
 }

@@ -52,9 +52,15 @@ fn scale(k: f64, (a, b): (f64, f64)) -> (f64, f64) {
     (p.min(q), r.max(s))
 }
 
-/// The deployed band around an enclosure `[a, b]` of `f(x)`.
-fn band((a, b): (f64, f64)) -> (f64, f64) {
-    let tol = fp::add_up(fp::mul_up(POWER_TOLERANCE, a.abs().max(b.abs())), POWER_FLOOR);
+/// A band's relative and absolute half-widths.
+type Tolerance = (f64, f64);
+
+/// The deployed value's tolerance.
+const DEPLOYED: Tolerance = (POWER_TOLERANCE, POWER_FLOOR);
+
+/// The band of tolerance `(rel, abs)` around an enclosure `[a, b]` of `f(x)`.
+fn band((a, b): (f64, f64), (rel, abs): Tolerance) -> (f64, f64) {
+    let tol = fp::add_up(fp::mul_up(rel, a.abs().max(b.abs())), abs);
     (fp::sub_down(a, tol), fp::add_up(b, tol))
 }
 
@@ -147,7 +153,17 @@ impl PowerFn {
 
     /// A sound relaxation of the deployed `f` over `[l, u]` (`l ≤ u`), or
     /// `None` where `f` may be undefined or leave float32 there.
-    pub fn relax(self, (l, u): (f64, f64)) -> Option<Relaxation> {
+    pub fn relax(self, lu: (f64, f64)) -> Option<Relaxation> {
+        self.relax_within(lu, DEPLOYED)
+    }
+
+    /// A sound relaxation of the exact `f` (no deployed tolerance: for
+    /// arithmetic that only the analysis does, a property's products).
+    pub fn relax_exact(self, lu: (f64, f64)) -> Option<Relaxation> {
+        self.relax_within(lu, (0.0, 0.0))
+    }
+
+    fn relax_within(self, (l, u): (f64, f64), tol: Tolerance) -> Option<Relaxation> {
         if !(l.is_finite() && u.is_finite() && self.defined(l, u)) {
             return None;
         }
@@ -161,29 +177,35 @@ impl PowerFn {
         if matches!(self, PowerFn::Power(e) if e > 0.0 && l < 0.0 && u > 0.0) {
             range.0 = range.0.min(0.0); // an even power's least value, at 0
         }
-        let (lo, hi) = band(range);
+        let (lo, hi) = band(range, tol);
         let max = f32::MAX as f64;
         if !(lo > -max && hi < max) {
             return None;
         }
         let flat = Relaxation::between(lo, hi);
         let Some((s, curv)) = self.shape(l, u).filter(|_| u > l) else { return Some(flat) };
-        let lines = self.lines((l, u), (fl, fu), s, curv);
+        let lines = self.lines((l, u), (fl, fu), (s, curv), tol);
         Some(lines.map_or(flat, |[lam_lo, mu_lo, lam_up, mu_up]| Relaxation { lam_lo, mu_lo, lam_up, mu_up, lo, hi }))
     }
 
     /// The chord of the band's outer edge and the tangent of its inner edge.
-    fn lines(self, (l, u): (f64, f64), (fl, fu): ((f64, f64), (f64, f64)), s: f64, curv: i32) -> Option<[f64; 4]> {
+    fn lines(
+        self,
+        (l, u): (f64, f64),
+        (fl, fu): ((f64, f64), (f64, f64)),
+        (s, curv): (f64, i32),
+        tol: Tolerance,
+    ) -> Option<[f64; 4]> {
         let mid = |v: (f64, f64)| v.0 / 2.0 + v.1 / 2.0;
         let chord = f32_slope((mid(fu) - mid(fl)) / (u - l))?;
         let t = l / 2.0 + u / 2.0;
         // The edge tangent at t: k·f with k = 1 ∓ η·s (the inner edge).
-        let k = if curv > 0 { 1.0 - POWER_TOLERANCE * s } else { 1.0 + POWER_TOLERANCE * s };
+        let k = if curv > 0 { 1.0 - tol.0 * s } else { 1.0 + tol.0 * s };
         let g = scale(k, self.deriv(t)?);
         let tangent = f32_slope(mid(g))?;
         let d = fp::sub_up(tangent, g.0).max(fp::sub_up(g.1, tangent)).max(0.0);
         let reach = fp::mul_up(d, fp::sub_up(t, l).max(fp::sub_up(u, t)));
-        let (bl, bu, bt) = (band(fl), band(fu), band(self.at(t)?));
+        let (bl, bu, bt) = (band(fl, tol), band(fu, tol), band(self.at(t)?, tol));
         let below = |y: f64, lam: f64, x: f64| fp::sub_down(y, fp::mul_up(lam, x));
         let above = |y: f64, lam: f64, x: f64| fp::sub_up(y, fp::mul_down(lam, x));
         let out = if curv > 0 {

@@ -122,7 +122,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                     crate::base::elementwise::Elementwise::Power(p) => p.to_string(),
                     _ => format!("{f:?}"),
                 };
-                let msg = format!("{what} may be undefined or past float32's range for inputs in [{l:e}, {u:e}]: no bound");
+                let msg =
+                    format!("{what} may be undefined or past float32's range for inputs in [{l:e}, {u:e}]: no bound");
                 return Err(AnalysisError::Undefined { layer, msg });
             };
             cols[0].push(T::from_f64_nearest(r.lam_lo));

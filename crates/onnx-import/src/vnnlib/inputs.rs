@@ -44,7 +44,8 @@ impl Parser<'_> {
                 return Ok(None);
             }
             if !everywhere {
-                let copies: Option<_> = terms.iter().map(|(i, c)| Some(((1, *self.mirror.get(i)?), c.clone()))).collect();
+                let copies: Option<_> =
+                    terms.iter().map(|(i, c)| Some(((1, *self.mirror.get(i)?), c.clone()))).collect();
                 let Some(terms) = copies else {
                     return Err(self.semantic(
                         "a linear constraint over several inputs cuts the input box (only boxes are supported)".into(),

@@ -23,7 +23,7 @@ mod inputs;
 mod sexpr;
 mod v2;
 
-pub use v2::{DeclaredNetwork, NetworkDecl, QueryLayout, Role, TensorDecl, network_names, query_layout};
+pub use v2::{DeclaredNetwork, NetworkDecl, QueryLayout, QueryVar, Role, TensorDecl, network_names, query_layout};
 
 use exact::Q;
 use num_traits::{One, Signed, Zero};
@@ -208,6 +208,8 @@ struct Parser<'a> {
     layout: Option<v2::QueryLayout>,
     /// 2.0: input elements compared with outputs, to their copies' outputs.
     mirror: HashMap<usize, usize>,
+    /// 2.0: products of two variables, to the outputs that hold them.
+    product: HashMap<(Var, Var), usize>,
 }
 
 impl<'a> Parser<'a> {
@@ -219,6 +221,7 @@ impl<'a> Parser<'a> {
             v2: false,
             layout: None,
             mirror: HashMap::new(),
+            product: HashMap::new(),
         }
     }
 }
@@ -302,10 +305,10 @@ impl Parser<'_> {
                     }
                     (Some("*"), _) => {
                         let (consts, vars): (Vec<Lin>, Vec<Lin>) = terms.into_iter().partition(|t| t.terms.is_empty());
-                        if vars.len() > 1 {
-                            return Err(self.err(*pos, "product of two variables is not linear"));
-                        }
                         let s = consts.iter().fold(Q::one(), |a, c| a * &c.k);
+                        if vars.len() > 1 {
+                            return self.product_term(&vars, s, *pos);
+                        }
                         Ok(vars.into_iter().next().unwrap_or(Lin::constant(Q::one())).scale(&s))
                     }
                     (Some("/"), 2) => {

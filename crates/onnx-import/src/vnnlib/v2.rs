@@ -7,11 +7,15 @@
 //! inputs of every declared network, in declaration order, are one input
 //! vector; their outputs and hidden tensors (`declare-hidden`), in
 //! declaration order, one output vector, followed by copies of the input
-//! elements that a constraint compares with outputs. The importer composes
-//! the networks to match (`compose.rs`). Initialized inputs are refused.
+//! elements that a constraint compares with outputs or with each other, and
+//! by the products of two variables that terms take (`(* X[0] Y[1])`). The
+//! importer composes the networks to match (`compose.rs`). Initialized
+//! inputs are refused.
 
 use super::sexpr::{Pos, Sx};
-use super::{Parser, Var, VnnlibError, head};
+use super::{Lin, Parser, Q, Var, VnnlibError, head};
+use num_traits::Zero;
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
 /// What a declared tensor is to its network.
@@ -52,6 +56,10 @@ pub struct NetworkDecl {
     pos: Pos,
 }
 
+/// A variable of a query: `(0, i)` input `i`, `(1, j)` output `j` (before
+/// the mirrors and products).
+pub type QueryVar = (usize, usize);
+
 /// A query's networks and how its variables are laid out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueryLayout {
@@ -59,6 +67,8 @@ pub struct QueryLayout {
     /// Input elements (flat, in the input vector) copied to the end of the
     /// output vector, in this order: a constraint compares them with outputs.
     pub mirrors: Vec<usize>,
+    /// Products of two variables, after the mirrors, in this order.
+    pub products: Vec<(QueryVar, QueryVar)>,
     pub n_inputs: usize,
     pub n_outputs: usize,
 }
@@ -69,7 +79,11 @@ impl QueryLayout {
     pub fn is_simple(&self) -> bool {
         let [n] = &self.networks[..] else { return false };
         let count = |r: &Role| n.tensors.iter().filter(|t| &t.role == r).count();
-        self.mirrors.is_empty() && n.tensors.len() == 2 && count(&Role::Input) == 1 && count(&Role::Output) == 1
+        self.mirrors.is_empty()
+            && self.products.is_empty()
+            && n.tensors.len() == 2
+            && count(&Role::Input) == 1
+            && count(&Role::Output) == 1
     }
 
     fn tensors(&self) -> impl Iterator<Item = &TensorDecl> {
@@ -110,19 +124,24 @@ pub(super) fn layout(p: &mut Parser, forms: &[Sx]) -> Result<QueryLayout, Vnnlib
         t.offset = *at;
         *at = at.saturating_add(t.numel());
     }
-    p.layout = Some(QueryLayout { networks, mirrors: Vec::new(), n_inputs: n_in, n_outputs: n_out });
-    let mut mixed = BTreeSet::new();
+    p.layout =
+        Some(QueryLayout { networks, mirrors: Vec::new(), products: Vec::new(), n_inputs: n_in, n_outputs: n_out });
+    let (mut mixed, mut products) = (BTreeSet::new(), BTreeSet::new());
     for f in forms {
         if let Sx::List(items, _) = f
             && head(items) == Some("assert")
         {
             items.iter().skip(1).for_each(|a| p.mixed_inputs(a, &mut mixed));
+            items.iter().skip(1).for_each(|a| p.products_in(a, &mut products));
         }
     }
     let mut layout = p.layout.take().expect("set above");
     layout.mirrors = mixed.into_iter().collect();
-    layout.n_outputs += layout.mirrors.len();
+    layout.products = products.into_iter().collect();
+    layout.n_outputs += layout.mirrors.len() + layout.products.len();
     p.mirror = layout.mirrors.iter().enumerate().map(|(k, &i)| (i, n_out + k)).collect();
+    let first = n_out + layout.mirrors.len();
+    p.product = layout.products.iter().enumerate().map(|(k, &pair)| (pair, first + k)).collect();
     p.layout = Some(layout.clone());
     Ok(layout)
 }
@@ -329,7 +348,7 @@ impl Parser<'_> {
         let Sx::List(items, _) = sx else { return };
         if matches!(head(items), Some("<=" | ">=" | "<" | ">" | "=" | "==")) {
             let mut vars = Vec::new();
-            items[1..].iter().for_each(|a| self.element_vars(a, &mut vars));
+            items[1..].iter().for_each(|a| self.linear_vars(a, &mut vars));
             let inputs: BTreeSet<usize> = vars.iter().filter(|v| v.0 == 0).map(|v| v.1).collect();
             if !inputs.is_empty() && (inputs.len() > 1 || vars.iter().any(|v| v.0 == 1)) {
                 out.extend(vars.iter().filter(|v| v.0 == 0).map(|v| v.1));
@@ -339,11 +358,58 @@ impl Parser<'_> {
         }
     }
 
+    /// Records in `out` the products of two variables that terms in `sx`
+    /// take: `(* A B)`, with any constant factors besides.
+    fn products_in(&self, sx: &Sx, out: &mut BTreeSet<(Var, Var)>) {
+        let Sx::List(items, _) = sx else { return };
+        if head(items) == Some("*") {
+            let mut vars = Vec::new();
+            items[1..].iter().for_each(|a| self.element_vars(a, &mut vars));
+            if let [a, b] = vars[..] {
+                out.insert((a.min(b), a.max(b)));
+            }
+        }
+        items[1..].iter().for_each(|a| self.products_in(a, out));
+    }
+
+    /// The variables of `sx` outside products of two variables (those have
+    /// outputs of their own).
+    fn linear_vars(&self, sx: &Sx, out: &mut Vec<Var>) {
+        let mut vars = Vec::new();
+        self.element_vars(sx, &mut vars);
+        match sx {
+            Sx::List(items, _) if head(items) == Some("*") && vars.len() == 2 => {}
+            Sx::List(items, _) => items.iter().for_each(|a| self.linear_vars(a, out)),
+            Sx::Atom(..) => out.extend(vars),
+        }
+    }
+
     fn element_vars(&self, sx: &Sx, out: &mut Vec<Var>) {
         match sx {
             Sx::Atom(s, pos) => out.extend(self.tensor_element(s, *pos).ok().flatten()),
             Sx::List(items, _) => items.iter().for_each(|a| self.element_vars(a, out)),
         }
+    }
+
+    /// `s·a·b` for two single variables `a`, `b` (VNNLIB 2.0): the output
+    /// that holds their product.
+    pub(super) fn product_term(&self, vars: &[Lin], s: Q, pos: Pos) -> Result<Lin, VnnlibError> {
+        let single = |l: &Lin| match (l.terms.iter().next(), l.terms.len(), l.k.is_zero()) {
+            (Some((&v, c)), 1, true) => Some((v, c.clone())),
+            _ => None,
+        };
+        if let [a, b] = vars
+            && let (Some((va, ca)), Some((vb, cb))) = (single(a), single(b))
+            && let Some(&j) = self.product.get(&(va.min(vb), va.max(vb)))
+        {
+            return Ok(Lin { terms: BTreeMap::from([((1, j), s * ca * cb)]), k: Q::zero() });
+        }
+        let msg = if self.v2 {
+            "a product is supported of two variables, each alone (not of sums or of three)"
+        } else {
+            "product of two variables is not linear (a VNNLIB 2.0 query may take products of two variables)"
+        };
+        Err(self.err(pos, msg))
     }
 
     /// `NAME` (a scalar) or `NAME[i,j,…]` to a flat variable; `None` when

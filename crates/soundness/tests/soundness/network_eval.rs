@@ -66,6 +66,7 @@ pub fn step_exact(v: &Rational, f: Elementwise) -> Rational {
             let top = Rational::from(rug::Integer::from(1) << (bits - 1));
             if *v < -top.clone() || *v >= top { -top } else { v.clone().trunc() }
         }
+        Elementwise::Square => v.clone() * v,
         Elementwise::Power(_) => unreachable!("powers are not exact: networks with them are skipped"),
     }
 }
