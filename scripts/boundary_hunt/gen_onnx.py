@@ -349,11 +349,18 @@ def pool(b: Builder, x: V) -> V:
     if op == "MaxPool" and k > 1 and r.random() < 0.5:
         pads = [int(r.integers(0, 2)) for _ in range(4)]
         b.features.add("MaxPool:pads")
-    ho = (h + pads[0] + pads[2] - k) // s + 1
-    wo = (w + pads[1] + pads[3] - k) // s + 1
+    d = 1
+    if op == "MaxPool" and k > 1 and ("dilated" in b.force or r.random() < 0.2):
+        d = 2
+        b.features.add("MaxPool:dilations")
+    ext = (k - 1) * d + 1
+    ho = (h + pads[0] + pads[2] - ext) // s + 1
+    wo = (w + pads[1] + pads[3] - ext) // s + 1
     if ho < 1 or wo < 1:
         raise Skip
     attrs = {"kernel_shape": [k, k]}
+    if d != 1:
+        attrs["dilations"] = [d, d]
     if s != 1:
         attrs["strides"] = [s, s]
     if any(pads):

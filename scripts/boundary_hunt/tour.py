@@ -20,6 +20,7 @@ TOUR = [
     ("Conv-dilated", "image", "conv", {"dilated"}),
     ("ConvTranspose", "image", "conv_transpose", set()),
     ("MaxPool", "image", "pool", {"MaxPool"}),
+    ("MaxPool-dilated", "image", "pool", {"MaxPool", "dilated"}),
     ("AveragePool", "image", "pool", {"AveragePool"}),
     ("GlobalAveragePool", "image", "pool", {"GlobalAveragePool"}),
     ("GlobalMaxPool", "image", "pool", {"GlobalMaxPool"}),

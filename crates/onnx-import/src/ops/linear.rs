@@ -180,6 +180,18 @@ pub(super) fn window(node: &Node, kernel: (usize, usize), input: (usize, usize))
     window_of(node, kernel, input, 2)
 }
 
+/// The window of a 2-D window op with `dilations` `(y, x)` (`kernel` the
+/// undilated one), and the dilations.
+pub(super) fn dilated_window(
+    node: &Node,
+    kernel: (usize, usize),
+    input: (usize, usize),
+) -> OpResult<(Window, (usize, usize))> {
+    let d = dilations(node, 2)?;
+    let extent = ((kernel.0 - 1) * d.0 + 1, (kernel.1 - 1) * d.1 + 1);
+    Ok((window_of(node, extent, input, 2)?, d))
+}
+
 /// `dilations` as `(y, x)`; a 1-D op's (`rank` 1) is `(1, d)`.
 fn dilations(node: &Node, rank: usize) -> OpResult<(usize, usize)> {
     match (node.sizes("dilations")?.as_deref(), rank) {

@@ -1,8 +1,12 @@
 //! AveragePool, MaxPool, GlobalAveragePool, GlobalMaxPool.
+//!
+//! A dilated MaxPool gathers each window's taps into a block of its own
+//! (an exact 0/1 dense layer; a tap in the padding repeats one inside the
+//! window, which leaves the max unchanged), then pools the blocks.
 
-use super::linear::window;
+use super::linear::{dilated_window, window};
 use crate::graph::{Dyn, Importer, Node, OpResult, Value, unsupported};
-use polycert_deeppoly::{Op, Pool};
+use polycert_deeppoly::{Op, Pool, Shape};
 
 /// The `[1, C, H, W]` network input of a pooling node.
 fn input(imp: &mut Importer, node: &Node) -> OpResult<(Dyn, usize, usize)> {
@@ -30,6 +34,9 @@ pub(super) fn pool(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         Some(k) => return unsupported(format!("kernel_shape {k:?} (only 2-D windows are supported)")),
         None => return Err("missing attribute 'kernel_shape'".into()),
     };
+    if node.op() == "MaxPool" && node.sizes("dilations")?.is_some_and(|d| d.iter().any(|&v| v != 1)) {
+        return dilated_max(imp, node, &x, kernel, (h, w));
+    }
     let (stride, mut pad) = window(node, kernel, (h, w))?;
     if node.int("ceil_mode", 0)? != 0 {
         let extra =
@@ -70,6 +77,50 @@ fn ceil_extra(size: usize, (p0, p1): (usize, usize), k: usize, s: usize) -> usiz
         out -= 1;
     }
     ((out - 1) * s + k).saturating_sub(span)
+}
+
+/// MaxPool with dilations: each output's taps copied into a `kh×kw` block,
+/// then a max over each block.
+fn dilated_max(imp: &mut Importer, node: &Node, x: &Dyn, k: (usize, usize), (h, w): (usize, usize)) -> OpResult<Value> {
+    let (((sy, sx), (pt, pl, pb, pr)), (dy, dx)) = dilated_window(node, k, (h, w))?;
+    if node.int("ceil_mode", 0)? != 0 {
+        return unsupported("MaxPool with dilations and ceil_mode=1");
+    }
+    let c = imp.net.node(x.id).shape.c;
+    let ext = ((k.0 - 1) * dy + 1, (k.1 - 1) * dx + 1);
+    let (oh, ow) = ((h + pt + pb - ext.0) / sy + 1, (w + pl + pr - ext.1) / sx + 1);
+    let (n_in, n_out) = (c * h * w, c * oh * k.0 * ow * k.1);
+    if n_in.saturating_mul(n_out) > super::MAX_WEIGHTS {
+        return unsupported(format!("MaxPool with dilations over {n_in} values is too large for its gather layer"));
+    }
+    let mut weight = vec![0.0; n_out * n_in];
+    for ci in 0..c {
+        for (oy, ox) in (0..oh).flat_map(|oy| (0..ow).map(move |ox| (oy, ox))) {
+            let taps: Vec<Option<usize>> = (0..k.0 * k.1)
+                .map(|t| {
+                    let (iy, ix) = (
+                        (oy * sy + (t / k.1) * dy) as isize - pt as isize,
+                        (ox * sx + (t % k.1) * dx) as isize - pl as isize,
+                    );
+                    ((0..h as isize).contains(&iy) && (0..w as isize).contains(&ix))
+                        .then(|| (iy as usize) * w + ix as usize)
+                })
+                .collect();
+            let Some(&inside) = taps.iter().flatten().next() else {
+                return unsupported("MaxPool with dilations and a window wholly in the padding");
+            };
+            for (t, tap) in taps.iter().enumerate() {
+                let row = (ci * oh * k.0 + oy * k.0 + t / k.1) * ow * k.1 + ox * k.1 + t % k.1;
+                weight[row * n_in + ci * h * w + tap.unwrap_or(inside)] = 1.0;
+            }
+        }
+    }
+    let op = Op::Dense { weight, bias: vec![0.0; n_out], out: n_out };
+    let gathered = imp.push(node, ".taps", op, &[x.id])?;
+    let blocks = imp.net.reshape(format!("{}.blocks", node.name), gathered, Shape::new(c, oh * k.0, ow * k.1))?;
+    let p = Pool { kernel: k, stride: k, pad: (0, 0, 0, 0) };
+    let id = imp.push(node, "", Op::MaxPool2d(p), &[blocks])?;
+    Ok(Value::Dyn(Dyn::new(id, vec![1, c, oh, ow])))
 }
 
 /// Pooling over the whole spatial extent.
