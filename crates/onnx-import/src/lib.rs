@@ -10,18 +10,14 @@
 //!   result is an interval rounded outward.
 //! * [`load_vnnlib`] / [`parse_vnnlib`] read the VNN-COMP subset of VNNLIB
 //!   into a [`polycert_deeppoly::Property`].
+//! * [`load_query`] composes the networks of a VNN-LIB 2.0 query (several
+//!   networks, inputs, outputs, hidden tensors) into one, laid out as the
+//!   query's variables ([`QueryLayout`]).
 //!
-//! Supported operators (opsets 7–21, default domain): Gemm, MatMul (a
-//! following Add of a constant becomes its bias), Conv (1-D or 2-D, group
-//! 1, any pads/strides/auto_pad, dilations as zeros between the taps), Relu, Add/Sub/Mul/Div with scalar or
-//! per-channel constants (→ `ChannelAffine`), Neg, Add of two network values
-//! (→ residual `Add`; Sub as Add of the negation), BatchNormalization (inference mode), MaxPool,
-//! AveragePool (unpadded), GlobalAveragePool, GlobalMaxPool, Concat (on
-//! channels), Flatten, Reshape, Squeeze, Unsqueeze, Transpose (when it keeps
-//! the data order, or NHWC→NCHW right at the input), Identity, Dropout,
-//! Constant, and on constants only Shape, Gather, Slice, Cast. Anything
-//! else (Sigmoid, Tanh, ...) is an [`ImportError::Unsupported`]. Only the
-//! nodes the graph output depends on are imported.
+//! The operators and their restrictions are listed in `docs/models.md`
+//! (opsets 7–21, default domain); anything else is an
+//! [`ImportError::Unsupported`] naming the node. Only the nodes the graph
+//! outputs (and hidden tensors) depend on are imported.
 //!
 //! Nothing here panics on malformed input: every failure is an error that
 //! names the file and, for model errors, the node and operator.
