@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import os.path as op
+import re
 import sys
 from collections import defaultdict, OrderedDict
 
@@ -160,7 +161,8 @@ def cmd_join(a):
                             published_sat_tools=vc.fmt_tools(ans, 'sat'),
                             published_unsat_tools=vc.fmt_tools(ans, 'unsat'),
                             verdict_check=vcheck, cpu_3s_result=vc.polycert_result(r)[0],
-                            counterexample=(g.get('counterexample', '') if g else ''),
+                            counterexample=re.sub(r'^.*/(?=[^/]+\.cex/)', '',
+                                                  g.get('counterexample', '') if g else ''),
                             gpu_message=(g.get('message', '') if g else ''),
                             local_model=S[iid]['local_model'], local_prop=S[iid]['local_prop'],
                             id=iid))

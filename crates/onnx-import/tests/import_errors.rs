@@ -230,3 +230,46 @@ fn products_of_network_values_import_and_pow_of_two_is_refused() {
     let pow = model(&[1, 2], vec![node("Pow", "p", &["x", "x"], &["y"], vec![])], vec![], 13);
     assert!(matches!(import_err(&pow), ImportError::Unsupported { .. }));
 }
+
+/// Review findings on the powers (2026-11-29): a Pow whose base is an
+/// integer constant takes the base's integer type and is refused; a
+/// dilated MaxPool window larger than its input is an error, not a panic;
+/// per-element exponents apply each exponent to its own elements only (a
+/// square of a negative value next to a square root of a positive one).
+#[test]
+fn pow_bases_dilated_windows_and_per_element_exponents() {
+    let int_base =
+        model(&[1, 2], vec![node("Pow", "p", &["b", "x"], &["y"], vec![])], vec![int64s("b", &[2], false)], 13);
+    let e = import_err(&int_base).to_string();
+    assert!(e.contains("integer or float16 base"), "{e}");
+    let wide = model(
+        &[1, 1, 2, 2],
+        vec![node(
+            "MaxPool",
+            "mp",
+            &["x"],
+            &["y"],
+            vec![attr_ints("kernel_shape", &[2, 2]), attr_ints("dilations", &[2, 2]), attr_ints("strides", &[2, 2])],
+        )],
+        vec![],
+        13,
+    );
+    let e = import_err(&wide).to_string();
+    assert!(e.contains("dilated window (3, 3) is larger than the padded input (2, 2)"), "{e}");
+    let mixed = model(
+        &[1, 2],
+        vec![node("Pow", "p", &["x", "e"], &["y"], vec![])],
+        vec![floats("e", &[1, 2], &[2.0, 0.5])],
+        13,
+    );
+    let m = import(&mixed);
+    assert_eq!(eval::<f64>(&m.network, &[-3.0, 4.0]), vec![9.0, 2.0]);
+    let be = polycert_backend_cpu::CpuBackend::default();
+    let an = polycert_deeppoly::Analyzer::<_, f64>::new(&m.network, &be, Default::default()).unwrap();
+    // (The copy layers' modelled rounding widens [0.5, 1] a little: a range
+    // that starts at 0 would reach below it, where √ is undefined.)
+    let input = polycert_deeppoly::InputBox::new(vec![-1.0, 0.5], vec![1.0, 1.0]).unwrap();
+    let b = an.node_bounds(&input, polycert_deeppoly::base::budget::Budget::UNLIMITED).unwrap();
+    let out = &b[m.network.output()];
+    assert!(out.lo[0] <= 0.0 && out.hi[0] >= 1.0 && out.hi[1] >= 1.0, "{out:?}");
+}

@@ -440,3 +440,16 @@ fn vnnlib_2_input_constraints_that_cut_the_box_read_the_inputs_copies() {
     let none = text.replace("2.5))\n(assert (<= Y", "3.0))\n(assert (<= Y");
     assert!(parse_vnnlib(&none, "c.vnnlib", 2, 3).unwrap().subproblems.iter().all(|sp| sp.unsafe_region.is_empty()));
 }
+
+/// A product counts as an output where a constraint also reads an input:
+/// the input gets a copy among the outputs (review finding, 2026-11-29).
+#[test]
+fn vnnlib_2_a_product_beside_an_input_reads_the_inputs_copy() {
+    let text = "(vnnlib-version <2.0>)\n(declare-network N (declare-input X Real [2]) (declare-output Y Real [1]))\n\
+                (assert (>= X[0] 0.0))(assert (<= X[0] 2.0))(assert (>= X[1] 0.0))(assert (<= X[1] 2.0))\n\
+                (assert (<= (+ (* X[0] Y[0]) X[1]) 3))\n";
+    let l = query_layout(text, "p.vnnlib").unwrap().unwrap();
+    assert_eq!((l.mirrors.clone(), l.products.clone(), l.n_outputs), (vec![1], vec![((0, 0), (1, 0))], 3));
+    let p = parse_vnnlib(text, "p.vnnlib", 2, 3).unwrap();
+    assert_eq!(p.subproblems[0].unsafe_region, vec![vec![Halfspace::new(vec![0.0, 1.0, 1.0], 3.0)]]);
+}

@@ -515,7 +515,8 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
             .map(|(&g, &x)| match f.slope(x.to_f64_exact()) {
                 0.0 => T::zero(),
                 1.0 => g,
-                d => g * T::from_f64_nearest(d),
+                // A derivative past T's range steers nothing (0, not ±inf).
+                d => Some(T::from_f64_nearest(d)).filter(|t| t.is_finite()).map_or(T::zero(), |t| g * t),
             })
             .collect();
         self.backend.upload(&gx)

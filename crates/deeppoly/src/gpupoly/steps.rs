@@ -120,6 +120,9 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
                 let layer = self.net.node(id).name.clone();
                 let what = match f {
                     crate::base::elementwise::Elementwise::Power(p) => p.to_string(),
+                    crate::base::elementwise::Elementwise::Square => {
+                        "x² (a product of two variables the property takes)".into()
+                    }
                     _ => format!("{f:?}"),
                 };
                 let msg =

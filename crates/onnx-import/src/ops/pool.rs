@@ -88,6 +88,13 @@ fn dilated_max(imp: &mut Importer, node: &Node, x: &Dyn, k: (usize, usize), (h, 
     }
     let c = imp.net.node(x.id).shape.c;
     let ext = ((k.0 - 1) * dy + 1, (k.1 - 1) * dx + 1);
+    if h + pt + pb < ext.0 || w + pl + pr < ext.1 {
+        return Err(format!(
+            "the dilated window {ext:?} is larger than the padded input {:?}",
+            (h + pt + pb, w + pl + pr)
+        )
+        .into());
+    }
     let (oh, ow) = ((h + pt + pb - ext.0) / sy + 1, (w + pl + pr - ext.1) / sx + 1);
     let (n_in, n_out) = (c * h * w, c * oh * k.0 * ow * k.1);
     if n_in.saturating_mul(n_out) > super::MAX_WEIGHTS {

@@ -82,6 +82,10 @@ pub(super) fn pow(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         }
         (true, false) => {
             let base = imp.weight(a)?;
+            // The result has the base's type: a float32 or float64 power only.
+            if !matches!(base.kind, Kind::Float | Kind::Float32) {
+                return unsupported("Pow with an integer or float16 base (the result takes the base's type)");
+            }
             let Some(v) = single(&base).filter(|&v| v > 0.0) else {
                 return unsupported("Pow with a base that is not one positive constant");
             };
@@ -93,8 +97,9 @@ pub(super) fn pow(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     }
 }
 
-/// `x^e[i]` per element: each distinct exponent's power, concatenated, and
-/// a copy layer that picks each element's.
+/// `x^e[i]` per element: each distinct exponent's power of the elements
+/// that take it (selected by a copy layer), concatenated, and a copy layer
+/// back to the elements' order.
 fn per_element(imp: &mut Importer, node: &Node, x: &Dyn, es: &[f64]) -> OpResult<Value> {
     let mut distinct: Vec<f64> = Vec::new();
     for &e in es {
@@ -103,24 +108,32 @@ fn per_element(imp: &mut Importer, node: &Node, x: &Dyn, es: &[f64]) -> OpResult
         }
     }
     let n = numel(&x.dims);
-    if distinct.len() > MAX_EXPONENTS || n * n * distinct.len() > super::MAX_WEIGHTS {
+    if distinct.len() > MAX_EXPONENTS || n * n * 2 > super::MAX_WEIGHTS {
         return unsupported(format!("Pow with {} distinct exponents over {n} values", distinct.len()));
     }
-    let mut parts = Vec::new();
+    let flat = imp.net.reshape(format!("{}.flat", node.name), x.id, Shape::flat(n))?;
+    let (mut parts, mut order) = (Vec::new(), Vec::new());
     for (k, &e) in distinct.iter().enumerate() {
-        let p = apply(imp, node, &format!(".pow{k}"), PowerFn::Power(e), x)?;
-        parts.push(imp.net.reshape(format!("{}.flat{k}", node.name), p.id, Shape::flat(n))?);
+        let idx: Vec<usize> = (0..n).filter(|&i| es[i] == e).collect();
+        let sel = copy(imp, node, &format!(".take{k}"), flat, &idx, n)?;
+        let p = apply(imp, node, &format!(".pow{k}"), PowerFn::Power(e), &Dyn::new(sel, vec![idx.len()]))?;
+        parts.push(p.id);
+        order.extend(idx);
     }
-    let all = imp.push(node, ".parts", Op::Concat, &parts)?;
-    let cols = n * distinct.len();
-    let mut weight = vec![0.0; n * cols];
-    for (i, e) in es.iter().enumerate() {
-        let k = distinct.iter().position(|d| d == e).expect("listed");
-        weight[i * cols + k * n + i] = 1.0;
-    }
-    let id = imp.push(node, ".pick", Op::Dense { weight, bias: vec![0.0; n], out: n }, &[all])?;
+    let all = if parts.len() > 1 { imp.push(node, ".parts", Op::Concat, &parts)? } else { parts[0] };
+    // Output i is the part element that holds element i.
+    let mut back = vec![0; n];
+    order.iter().enumerate().for_each(|(pos, &i)| back[i] = pos);
+    let id = copy(imp, node, ".pick", all, &back, n)?;
     let id = imp.net.reshape(format!("{}.view", node.name), id, imp.net.node(x.id).shape)?;
     Ok(Value::Dyn(Dyn::new(id, x.dims.clone())))
+}
+
+/// A copy layer over node `from` (of `n` values) whose row `r` is `src[r]`.
+fn copy(imp: &mut Importer, node: &Node, suffix: &str, from: usize, src: &[usize], n: usize) -> OpResult<usize> {
+    let mut weight = vec![0.0; src.len() * n];
+    src.iter().enumerate().for_each(|(r, &i)| weight[r * n + i] = 1.0);
+    imp.push(node, suffix, Op::Dense { weight, bias: vec![0.0; src.len()], out: src.len() }, &[from])
 }
 
 /// Sqrt and Reciprocal.
@@ -170,12 +183,18 @@ fn product(imp: &mut Importer, node: &Node, x: &Dyn, y: &Dyn) -> OpResult<Dyn> {
     Ok(Dyn::new(imp.push(node, "", Op::Add, &[q1.id, q2.id])?, x.dims.clone()))
 }
 
-/// `c / y` with one constant `c`: `c·y⁻¹`.
+/// `c / y` with one constant `c`: `c·y⁻¹`, the scaling with one rounding
+/// (its absolute error covers the runtime's rounding of `c/y` among the
+/// subnormals, which `y⁻¹`'s band, scaled by a tiny `c`, would not).
 pub(super) fn constant_over(imp: &mut Importer, node: &Node, cn: &str, yn: &str) -> OpResult<Value> {
-    let Some(c) = single(&imp.weight(cn)?) else {
+    let ct = imp.weight(cn)?;
+    let Some(c) = single(&ct) else {
         return unsupported("division of a constant that varies between elements by a network value");
     };
-    let y = imp.dynamic(yn)?;
+    let dims = broadcast_dims(&ct.dims, &imp.dynamic(yn)?.dims)?;
+    let y = operand(imp, node, yn, &dims)?;
     let r = apply(imp, node, ".recip", PowerFn::Power(-1.0), &y)?;
-    Ok(Value::Dyn(scaled(imp, node, "", &r, c)?))
+    let ch = imp.net.node(r.id).shape.c;
+    let op = Op::ChannelAffine { mul: vec![point(c)?; ch], add: vec![point(0.0)?; ch], float_ops: 1 };
+    Ok(Value::Dyn(Dyn::new(imp.push(node, "", op, &[r.id])?, r.dims)))
 }

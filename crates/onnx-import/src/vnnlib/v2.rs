@@ -378,7 +378,8 @@ impl Parser<'_> {
         let mut vars = Vec::new();
         self.element_vars(sx, &mut vars);
         match sx {
-            Sx::List(items, _) if head(items) == Some("*") && vars.len() == 2 => {}
+            // A product is an output of its own.
+            Sx::List(items, _) if head(items) == Some("*") && vars.len() == 2 => out.push((1, usize::MAX)),
             Sx::List(items, _) => items.iter().for_each(|a| self.linear_vars(a, out)),
             Sx::Atom(..) => out.extend(vars),
         }
