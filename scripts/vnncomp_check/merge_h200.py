@@ -1,3 +1,8 @@
+"""Merges the two H200 calls' `polycert vnncomp` results (carry/vnn2223/results-h200.csv and the
+second call's /tmp/vr/restK.csv) into carry/vnn2223/results-h200-all.csv, checking that each of the
+199 distinct instances of carry/vnn2223/instances.csv appears once and copying the counterexample
+files beside it. A working script of 2026-11-29 (paths as on that machine); see
+bench/results/2026-11-29-vnncomp-2022-2023-verdicts-h200.md."""
 import csv, os, shutil, os.path as op, collections
 C = '/work/main/carry/vnn2223'
 OUT = op.join(C, 'results-h200-all.csv')
