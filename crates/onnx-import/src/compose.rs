@@ -13,14 +13,13 @@
 //! squares (`Elementwise::Square`): the property's arithmetic is real.
 
 use crate::driver::{Opened, open};
-use crate::graph::{Dyn, MAX_INPUT, declared_dims, ir_shape};
+use crate::graph::{Dyn, MAX_INPUT, declared_dims, ir_shape, message, push_selection};
 use crate::onnx_pb::ModelProto;
-use crate::ops::MAX_WEIGHTS;
+use crate::ops::{MAX_WEIGHTS, polarized};
 use crate::tensor::numel;
 use crate::vnnlib::{QueryLayout, QueryVar, Role, TensorDecl};
 use crate::{ImportError, Imported};
 use polycert_deeppoly::{Elementwise, Network, NodeId, Op, Shape};
-use polycert_interval::Interval;
 
 /// The networks of `layout`, one model per declared network (in order,
 /// with its file name), composed into one.
@@ -162,29 +161,14 @@ fn products(net: &mut Network, pairs: &[(QueryVar, QueryVar)]) -> Result<NodeId,
     let vars = net.push("products.vars", Op::Concat, &[0, pre]).map_err(ir)?;
     let at = |(kind, i): (usize, usize)| if kind == 0 { i } else { n_in + i };
     let n = pairs.len();
-    let pick = |net: &mut Network, name: &str, k: &dyn Fn(usize) -> usize| {
-        let mut weight = vec![0.0; n * (n_in + n_pre)];
-        (0..n).for_each(|r| weight[r * (n_in + n_pre) + k(r)] = 1.0);
-        net.push(name, Op::Dense { weight, bias: vec![0.0; n], out: n }, &[vars]).map_err(ir)
-    };
     if n * (n_in + n_pre) > MAX_WEIGHTS {
         return Err(format!("{n} products of variables beside {} values are too many", n_in + n_pre));
     }
-    let a = pick(net, "products.a", &|r| at(pairs[r].0))?;
-    let b = pick(net, "products.b", &|r| at(pairs[r].1))?;
-    let affine = |m: f64| -> Result<Op, String> {
-        let p = |v: f64| Interval::point(v).map_err(|e| e.to_string());
-        Ok(Op::ChannelAffine { mul: vec![p(m)?; n], add: vec![p(0.0)?; n], float_ops: 0 })
-    };
-    let square = Op::Elementwise(Elementwise::Square);
-    let sum = net.push("products.sum", Op::Add, &[a, b]).map_err(ir)?;
-    let neg = net.push("products.neg", affine(-1.0)?, &[b]).map_err(ir)?;
-    let diff = net.push("products.diff", Op::Add, &[a, neg]).map_err(ir)?;
-    let s1 = net.push("products.sum2", square.clone(), &[sum]).map_err(ir)?;
-    let s2 = net.push("products.diff2", square, &[diff]).map_err(ir)?;
-    let q1 = net.push("products.q1", affine(0.25)?, &[s1]).map_err(ir)?;
-    let q2 = net.push("products.q2", affine(-0.25)?, &[s2]).map_err(ir)?;
-    let prod = net.push("products", Op::Add, &[q1, q2]).map_err(ir)?;
+    let first: Vec<usize> = pairs.iter().map(|p| at(p.0)).collect();
+    let second: Vec<usize> = pairs.iter().map(|p| at(p.1)).collect();
+    let a = push_selection(net, "products.a", vars, &first).map_err(ir)?;
+    let b = push_selection(net, "products.b", vars, &second).map_err(ir)?;
+    let prod = polarized(net, "products", (a, b), Elementwise::Square).map_err(message)?;
     net.push("output.products", Op::Concat, &[pre, prod]).map_err(ir)
 }
 
@@ -193,10 +177,5 @@ fn copy(net: &mut Network, src: &[usize], n_in: usize, name: &str) -> Result<Nod
     if src.len().saturating_mul(n_in) > MAX_WEIGHTS {
         return Err(format!("copying {} of {n_in} inputs for '{name}' is too large for a dense layer", src.len()));
     }
-    let mut weight = vec![0.0; src.len() * n_in];
-    for (k, &i) in src.iter().enumerate() {
-        weight[k * n_in + i] = 1.0;
-    }
-    let op = Op::Dense { weight, bias: vec![0.0; src.len()], out: src.len() };
-    net.push(name.to_string(), op, &[0]).map_err(|e| e.to_string())
+    push_selection(net, name, 0, src).map_err(|e| e.to_string())
 }

@@ -12,6 +12,21 @@ use polycert_deeppoly::{IrError, Network, NodeId, Op, Shape};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+/// A 0/1 dense layer over node `from` whose row `r` copies its element
+/// `src[r]`: exact in float inference (one product by 1, the rest by 0) in
+/// any order. The caller bounds its weights.
+pub(crate) fn push_selection(
+    net: &mut Network,
+    name: impl Into<String>,
+    from: NodeId,
+    src: &[usize],
+) -> Result<NodeId, IrError> {
+    let k = net.node(from).shape.numel();
+    let mut weight = vec![0.0; src.len() * k];
+    src.iter().enumerate().for_each(|(r, &i)| weight[r * k + i] = 1.0);
+    net.push(name, Op::Dense { weight, bias: vec![0.0; src.len()], out: src.len() }, &[from])
+}
+
 /// A failure inside one node, before the file and node names are added.
 #[derive(Debug)]
 pub(crate) enum OpError {
@@ -284,12 +299,7 @@ impl<'a> Importer<'a> {
                  limited to {MAX_REORDER} weights (selected × source values)"
             ));
         }
-        let mut weight = vec![0.0; n * k];
-        for (i, &j) in index.iter().enumerate() {
-            weight[i * k + j] = 1.0;
-        }
-        let mut id =
-            self.net.push(format!("{name}.index"), Op::Dense { weight, bias: vec![0.0; n], out: n }, &[d.id])?;
+        let mut id = push_selection(&mut self.net, format!("{name}.index"), d.id, &index)?;
         let want = ir_shape(&d.dims);
         if self.net.node(id).shape != want {
             id = self.net.reshape(format!("{name}.index.reshape"), id, want)?;

@@ -10,6 +10,7 @@ mod pad;
 mod piecewise;
 mod pool;
 mod power;
+pub(crate) use power::polarized;
 mod reduce;
 mod scurve;
 mod shape;

@@ -5,7 +5,7 @@
 //! window, which leaves the max unchanged), then pools the blocks.
 
 use super::linear::{dilated_window, window};
-use crate::graph::{Dyn, Importer, Node, OpResult, Value, unsupported};
+use crate::graph::{Dyn, Importer, Node, OpResult, Value, push_selection, unsupported};
 use polycert_deeppoly::{Op, Pool, Shape};
 
 /// The `[1, C, H, W]` network input of a pooling node.
@@ -100,7 +100,7 @@ fn dilated_max(imp: &mut Importer, node: &Node, x: &Dyn, k: (usize, usize), (h, 
     if n_in.saturating_mul(n_out) > super::MAX_WEIGHTS {
         return unsupported(format!("MaxPool with dilations over {n_in} values is too large for its gather layer"));
     }
-    let mut weight = vec![0.0; n_out * n_in];
+    let mut src = vec![0; n_out];
     for ci in 0..c {
         for (oy, ox) in (0..oh).flat_map(|oy| (0..ow).map(move |ox| (oy, ox))) {
             let taps: Vec<Option<usize>> = (0..k.0 * k.1)
@@ -118,12 +118,11 @@ fn dilated_max(imp: &mut Importer, node: &Node, x: &Dyn, k: (usize, usize), (h, 
             };
             for (t, tap) in taps.iter().enumerate() {
                 let row = (ci * oh * k.0 + oy * k.0 + t / k.1) * ow * k.1 + ox * k.1 + t % k.1;
-                weight[row * n_in + ci * h * w + tap.unwrap_or(inside)] = 1.0;
+                src[row] = ci * h * w + tap.unwrap_or(inside);
             }
         }
     }
-    let op = Op::Dense { weight, bias: vec![0.0; n_out], out: n_out };
-    let gathered = imp.push(node, ".taps", op, &[x.id])?;
+    let gathered = push_selection(&mut imp.net, format!("{}.taps", node.name), x.id, &src)?;
     let blocks = imp.net.reshape(format!("{}.blocks", node.name), gathered, Shape::new(c, oh * k.0, ow * k.1))?;
     let p = Pool { kernel: k, stride: k, pad: (0, 0, 0, 0) };
     let id = imp.push(node, "", Op::MaxPool2d(p), &[blocks])?;

@@ -11,9 +11,9 @@
 //! squares' bands (2⁻²⁰ of their value), so the analysis covers it. A
 //! quotient is the product of `x` with a value in `y⁻¹`'s band.
 
-use crate::graph::{Dyn, Importer, Node, OpError, OpResult, Value, unsupported};
+use crate::graph::{Dyn, Importer, Node, OpError, OpResult, Value, push_selection, unsupported};
 use crate::tensor::{Kind, Tensor, broadcast_dims, numel};
-use polycert_deeppoly::{Elementwise, Op, PowerFn, Shape};
+use polycert_deeppoly::{Elementwise, Network, NodeId, Op, PowerFn, Shape};
 use polycert_interval::Interval;
 
 /// Most distinct exponents of one Pow (each becomes a layer).
@@ -27,13 +27,6 @@ fn point(v: f64) -> OpResult<Interval<f64>> {
 fn apply(imp: &mut Importer, node: &Node, suffix: &str, f: PowerFn, x: &Dyn) -> OpResult<Dyn> {
     let id = imp.push(node, suffix, Op::Elementwise(Elementwise::Power(f)), &[x.id])?;
     Ok(Dyn::new(id, x.dims.clone()))
-}
-
-/// `x·m` over the reals (no rounding of its own).
-fn scaled(imp: &mut Importer, node: &Node, suffix: &str, x: &Dyn, m: f64) -> OpResult<Dyn> {
-    let c = imp.net.node(x.id).shape.c;
-    let op = Op::ChannelAffine { mul: vec![point(m)?; c], add: vec![point(0.0)?; c], float_ops: 0 };
-    Ok(Dyn::new(imp.push(node, suffix, op, &[x.id])?, x.dims.clone()))
 }
 
 /// One constant value of `t` (a scalar or all elements equal), if it has one.
@@ -115,7 +108,7 @@ fn per_element(imp: &mut Importer, node: &Node, x: &Dyn, es: &[f64]) -> OpResult
     let (mut parts, mut order) = (Vec::new(), Vec::new());
     for (k, &e) in distinct.iter().enumerate() {
         let idx: Vec<usize> = (0..n).filter(|&i| es[i] == e).collect();
-        let sel = copy(imp, node, &format!(".take{k}"), flat, &idx, n)?;
+        let sel = push_selection(&mut imp.net, format!("{}.take{k}", node.name), flat, &idx)?;
         let p = apply(imp, node, &format!(".pow{k}"), PowerFn::Power(e), &Dyn::new(sel, vec![idx.len()]))?;
         parts.push(p.id);
         order.extend(idx);
@@ -124,16 +117,9 @@ fn per_element(imp: &mut Importer, node: &Node, x: &Dyn, es: &[f64]) -> OpResult
     // Output i is the part element that holds element i.
     let mut back = vec![0; n];
     order.iter().enumerate().for_each(|(pos, &i)| back[i] = pos);
-    let id = copy(imp, node, ".pick", all, &back, n)?;
+    let id = push_selection(&mut imp.net, format!("{}.pick", node.name), all, &back)?;
     let id = imp.net.reshape(format!("{}.view", node.name), id, imp.net.node(x.id).shape)?;
     Ok(Value::Dyn(Dyn::new(id, x.dims.clone())))
-}
-
-/// A copy layer over node `from` (of `n` values) whose row `r` is `src[r]`.
-fn copy(imp: &mut Importer, node: &Node, suffix: &str, from: usize, src: &[usize], n: usize) -> OpResult<usize> {
-    let mut weight = vec![0.0; src.len() * n];
-    src.iter().enumerate().for_each(|(r, &i)| weight[r * n + i] = 1.0);
-    imp.push(node, suffix, Op::Dense { weight, bias: vec![0.0; src.len()], out: src.len() }, &[from])
 }
 
 /// Sqrt and Reciprocal.
@@ -167,20 +153,33 @@ pub(super) fn of_values(imp: &mut Importer, node: &Node, a: &str, b: &str) -> Op
     if node.op() == "Div" {
         y = apply(imp, node, ".recip", PowerFn::Power(-1.0), &y)?;
     }
-    Ok(Value::Dyn(product(imp, node, &x, &y)?))
+    let square = Elementwise::Power(PowerFn::Power(2.0));
+    let id = polarized(&mut imp.net, &node.name, (x.id, y.id), square)?;
+    Ok(Value::Dyn(Dyn::new(id, x.dims)))
 }
 
-/// `x·y = ((x + y)² − (x − y)²)/4` for equally shaped `x`, `y`.
-fn product(imp: &mut Importer, node: &Node, x: &Dyn, y: &Dyn) -> OpResult<Dyn> {
-    let sum = imp.push(node, ".sum", Op::Add, &[x.id, y.id])?;
-    let neg = scaled(imp, node, ".neg", y, -1.0)?;
-    let diff = imp.push(node, ".diff", Op::Add, &[x.id, neg.id])?;
-    let square = PowerFn::Power(2.0);
-    let s1 = apply(imp, node, ".sum2", square, &Dyn::new(sum, x.dims.clone()))?;
-    let s2 = apply(imp, node, ".diff2", square, &Dyn::new(diff, x.dims.clone()))?;
-    let q1 = scaled(imp, node, ".q1", &s1, 0.25)?;
-    let q2 = scaled(imp, node, ".q2", &s2, -0.25)?;
-    Ok(Dyn::new(imp.push(node, "", Op::Add, &[q1.id, q2.id])?, x.dims.clone()))
+/// `a·b = ((a + b)² − (a − b)²)/4` for equally shaped nodes `a`, `b`, the
+/// sums and quarters exact over the reals, the squares `square` (a deployed
+/// power, or the property's exact `Elementwise::Square`); its last node is
+/// `name`, the others `name.sum` and so on.
+pub(crate) fn polarized(
+    net: &mut Network,
+    name: &str,
+    (a, b): (NodeId, NodeId),
+    square: Elementwise,
+) -> OpResult<NodeId> {
+    let c = net.node(b).shape.c;
+    let affine = |m: f64| -> OpResult<Op> {
+        Ok(Op::ChannelAffine { mul: vec![point(m)?; c], add: vec![point(0.0)?; c], float_ops: 0 })
+    };
+    let sum = net.push(format!("{name}.sum"), Op::Add, &[a, b])?;
+    let neg = net.push(format!("{name}.neg"), affine(-1.0)?, &[b])?;
+    let diff = net.push(format!("{name}.diff"), Op::Add, &[a, neg])?;
+    let s1 = net.push(format!("{name}.sum2"), Op::Elementwise(square), &[sum])?;
+    let s2 = net.push(format!("{name}.diff2"), Op::Elementwise(square), &[diff])?;
+    let q1 = net.push(format!("{name}.q1"), affine(0.25)?, &[s1])?;
+    let q2 = net.push(format!("{name}.q2"), affine(-0.25)?, &[s2])?;
+    Ok(net.push(name, Op::Add, &[q1, q2])?)
 }
 
 /// `c / y` with one constant `c`: `c·y⁻¹`, the scaling with one rounding
