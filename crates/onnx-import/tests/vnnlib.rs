@@ -44,6 +44,26 @@ fn robustness_property() {
     p.check_dims(3, 3).unwrap();
 }
 
+/// A bound on one input is read the same in either order and as the
+/// equivalent linear atom (`(<= (* 1 X_0) c)`, the general path), strict
+/// or not: the f64 box outward, the float32 box inside.
+#[test]
+fn input_bounds_in_either_order_match_the_general_path() {
+    let d = decls(3, 1);
+    let out = "(assert (>= Y_0 0))\n";
+    let direct = "(assert (<= 0.1 X_0))(assert (> 0.7 X_0))(assert (>= X_1 -1e-3))(assert (< X_1 1))(assert (<= X_2 0))(assert (>= X_2 -0))";
+    let general = "(assert (>= (- 0.1) (- X_0)))(assert (> 0.7 (* 1 X_0)))(assert (>= (+ X_1 0) -1e-3))(assert (< (* 2 X_1) 2))(assert (<= (+ X_2) 0))(assert (>= (- X_2 0) -0))";
+    let a = parse_vnnlib(&format!("{d}{direct}{out}"), "a.vnnlib", 3, 1).unwrap();
+    let b = parse_vnnlib(&format!("{d}{general}{out}"), "b.vnnlib", 3, 1).unwrap();
+    let (a, b) = (&a.subproblems[0].input, &b.subproblems[0].input);
+    assert_eq!((&a.lo, &a.hi, &a.float32), (&b.lo, &b.hi, &b.float32));
+    assert!(a.lo[0] < 0.1 && a.hi[0] > 0.7 && a.lo[1] <= -1e-3 && a.hi[1] == 1.0);
+    let (lo32, hi32) = &**a.float32.as_ref().unwrap();
+    assert!(
+        lo32[0] == 0.1f32 && hi32[0] == 0.7f32 && hi32[1] == 1.0f32.next_down() && (lo32[2], hi32[2]) == (0.0, 0.0)
+    );
+}
+
 #[test]
 fn linear_terms_constants_and_inexact_decimals() {
     let text = format!(

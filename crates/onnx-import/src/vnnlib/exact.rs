@@ -43,14 +43,48 @@ pub fn decimal(s: &str) -> Option<Result<Q, String>> {
             }
         }
     };
-    let digits: BigInt = format!("0{int}{frac}").parse().ok()?;
     let e = e10 - frac.len() as i64;
+    if let Some(q) = small_decimal(int, frac, e) {
+        return Some(Ok(if neg { -q } else { q }));
+    }
+    let digits: BigInt = format!("0{int}{frac}").parse().ok()?;
     let q = if e >= 0 {
         Q::from_integer(digits * num_traits::pow(BigInt::from(10u32), e as usize))
     } else {
         over_power_of_ten(digits, e.unsigned_abs() as usize)
     };
     Some(Ok(if neg { -q } else { q }))
+}
+
+/// Digits `int`, `frac` times `10^e` in lowest terms, in 128-bit integers
+/// where they fit (up to 38 digits, `|e| ≤ 38`: every literal of an image
+/// property); `None` elsewhere. The same value as the big-integer path.
+fn small_decimal(int: &str, frac: &str, e: i64) -> Option<Q> {
+    if int.len() + frac.len() > 38 || e.unsigned_abs() > 38 {
+        return None;
+    }
+    let mut n: u128 = 0;
+    for b in int.bytes().chain(frac.bytes()) {
+        n = n * 10 + u128::from(b - b'0');
+    }
+    if n == 0 {
+        return Some(Q::zero());
+    }
+    if e >= 0 {
+        let n = n.checked_mul(10u128.pow(e as u32))?;
+        return Some(Q::from_integer(BigInt::from(n)));
+    }
+    let k = e.unsigned_abs() as u32;
+    let twos = n.trailing_zeros().min(k);
+    n >>= twos;
+    let mut fives = 0;
+    while fives < k && n.is_multiple_of(5) {
+        n /= 5;
+        fives += 1;
+    }
+    // 2^a·5^b ≤ 10^38 < 2^127.
+    let den = (1u128 << (k - twos)) * 5u128.pow(k - fives);
+    Some(Q::new_raw(BigInt::from(n), BigInt::from(den)))
 }
 
 /// `n / 10^k` (`n ≥ 0`) in lowest terms, without a general gcd: the
@@ -160,8 +194,10 @@ pub fn f64_up(q: &Q) -> f64 {
     -f64_down(&-q.clone())
 }
 
-/// The largest float32 `≤ q` (`strict`: `< q`), `-inf` where none is.
-pub fn f32_below(q: &Q, strict: bool) -> f32 {
+/// The largest float32 `≤ q` (`strict`: `< q`), `-inf` where none is
+/// ([`Rounded::f32_below`]'s reference).
+#[cfg(test)]
+fn f32_below(q: &Q, strict: bool) -> f32 {
     let mut f = polycert_interval::fp::from_f64_down::<f32>(f64_down(q));
     // f64_down(q) ≤ q, so f ≤ q; a strict bound excludes q itself.
     if strict && f.is_finite() && cmp_f64(f as f64, q) == Ordering::Equal {
@@ -170,8 +206,10 @@ pub fn f32_below(q: &Q, strict: bool) -> f32 {
     f
 }
 
-/// The smallest float32 `≥ q` (`strict`: `> q`), `+inf` where none is.
-pub fn f32_above(q: &Q, strict: bool) -> f32 {
+/// The smallest float32 `≥ q` (`strict`: `> q`), `+inf` where none is
+/// ([`Rounded::f32_above`]'s reference).
+#[cfg(test)]
+fn f32_above(q: &Q, strict: bool) -> f32 {
     -f32_below(&-q.clone(), strict)
 }
 
@@ -179,6 +217,40 @@ pub fn f32_above(q: &Q, strict: bool) -> f32 {
 pub fn f64_below(q: &Q, strict: bool) -> f64 {
     let f = f64_down(q);
     if strict && f.is_finite() && cmp_f64(f, q) == Ordering::Equal { f.next_down() } else { f }
+}
+
+/// A rational's directed roundings, all from one rounding down and one
+/// exact comparison (a box's bound needs four of them).
+pub struct Rounded {
+    down: f64,
+    /// Whether `q` is exactly `down`.
+    exact: bool,
+}
+
+impl Rounded {
+    pub fn of(q: &Q) -> Self {
+        let down = f64_down(q);
+        Rounded { down, exact: down.is_finite() && cmp_f64(down, q) == Ordering::Equal }
+    }
+    /// [`f64_down`].
+    pub fn f64_down(&self) -> f64 {
+        self.down
+    }
+    /// [`f64_up`]: past `down` unless `q` is `down`.
+    pub fn f64_up(&self) -> f64 {
+        if self.exact { self.down } else { self.down.next_up() }
+    }
+    /// The largest float32 `≤ q` (`strict`: `< q`): a float32 `f ≤ down` equals `q` only where `q` is `down`.
+    pub fn f32_below(&self, strict: bool) -> f32 {
+        let f = polycert_interval::fp::from_f64_down::<f32>(self.down);
+        if strict && f.is_finite() && self.exact && f as f64 == self.down { f.next_down() } else { f }
+    }
+    /// The smallest float32 `≥ q` (`strict`: `> q`), from [`Rounded::f64_up`].
+    pub fn f32_above(&self, strict: bool) -> f32 {
+        let up = self.f64_up();
+        let f = polycert_interval::fp::from_f64_up::<f32>(up);
+        if strict && f.is_finite() && self.exact && f as f64 == up { f.next_up() } else { f }
+    }
 }
 
 /// `c` scaled by a positive rational so that every entry is an integer
@@ -269,6 +341,70 @@ mod tests {
         }
         assert_eq!(cmp_f64_small(0.1, &q("0.1")), Some(Ordering::Greater));
         assert_eq!(cmp_f64_small(-0.5, &q("-0.5")), Some(Ordering::Equal));
+    }
+
+    /// The 128-bit decimal path against the big-integer one (and `Q::new`'s
+    /// gcd) on random literals of up to 38 digits and exponents of ±40.
+    #[test]
+    fn small_decimals_agree_with_big_integers() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut small = 0;
+        for _ in 0..20_000 {
+            let len = 1 + (next() % 40) as usize;
+            let digits: String = (0..len).map(|_| char::from(b'0' + (next() % 10) as u8)).collect();
+            let cut = (next() as usize) % (len + 1);
+            let (int, frac) = digits.split_at(cut);
+            let e = (next() % 81) as i64 - 40;
+            let Some(fast) = small_decimal(int, frac, e - frac.len() as i64) else { continue };
+            small += 1;
+            let n: BigInt = format!("0{digits}").parse().unwrap();
+            let k = e - frac.len() as i64;
+            let want = if k >= 0 {
+                Q::from_integer(n * num_traits::pow(BigInt::from(10u32), k as usize))
+            } else {
+                Q::new(n, num_traits::pow(BigInt::from(10u32), k.unsigned_abs() as usize))
+            };
+            assert!(fast.numer() == want.numer() && fast.denom() == want.denom(), "{int}.{frac}e{e}");
+        }
+        assert!(small > 5_000, "the 128-bit path ran on {small} literals");
+    }
+
+    /// [`Rounded`] against the four roundings it replaces, on random
+    /// decimals, floats, float32s and values past the f64 range.
+    #[test]
+    fn rounded_agrees_with_each_rounding() {
+        let mut seed = 0x7f4a_7c15_9e37_79b9u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut cases = vec![q("0"), q("1e400"), q("-1e400"), q("1e-400"), q("-1e-400"), of_f64(f64::MAX)];
+        for _ in 0..5_000 {
+            let digits = (next() % 10u64.pow((1 + next() % 19) as u32)).to_string();
+            let e = (next() % 80) as i64 - 40;
+            let sign = if next() % 2 == 0 { "-" } else { "" };
+            cases.push(q(&format!("{sign}{digits}e{e}")));
+            let f = f64::from_bits(next() >> 2) * if next() % 2 == 0 { 1.0 } else { -1.0 };
+            cases.push(of_f64(f));
+            cases.push(of_f64(f64::from(f32::from_bits((next() >> 34) as u32))));
+        }
+        for v in &cases {
+            let r = Rounded::of(v);
+            assert_eq!(r.f64_down().to_bits(), f64_down(v).to_bits(), "{v}");
+            assert_eq!(r.f64_up(), f64_up(v), "{v}");
+            for strict in [false, true] {
+                assert_eq!(r.f32_below(strict), f32_below(v, strict), "{v} {strict}");
+                assert_eq!(r.f32_above(strict), f32_above(v, strict), "{v} {strict}");
+            }
+        }
     }
 
     #[test]

@@ -1,12 +1,45 @@
 //! The input side of a conjunction: the box of its bounds on single
 //! inputs, and its linear constraints over several inputs decided on it.
 
-use super::{Bound, Cls, Lin, Parser, Q, VnnlibError, exact, stated_box, tighter};
-use num_traits::{Signed, Zero};
+use super::sexpr::{Pos, Sx};
+use super::{Bound, Cls, Lin, Parser, Q, VnnlibError, exact};
+use num_traits::{One, Signed, Zero};
 use polycert_deeppoly::InputBox;
 use std::cmp::Ordering;
 
 impl Parser<'_> {
+    /// `(op X_i c)` or `(op c X_i)` with a decimal `c`: the bound on one
+    /// input that [`Parser::classify`] would make of it, read directly (a box
+    /// of 3,072 bounds is most of an image property's parse). `None` for any
+    /// other atom.
+    pub(super) fn input_bound(&self, op: &str, a: &Sx, b: &Sx) -> Result<Option<Cls>, VnnlibError> {
+        let (Sx::Atom(sa, pa), Sx::Atom(sb, pb)) = (a, b) else { return Ok(None) };
+        // `lhs ≤ rhs` (strict for `<`, `>`).
+        let (lhs, rhs) = match op {
+            "<=" | "<" => ((sa, pa), (sb, pb)),
+            ">=" | ">" => ((sb, pb), (sa, pa)),
+            _ => return Ok(None),
+        };
+        let strict = matches!(op, "<" | ">");
+        let var = |(s, p): (&std::borrow::Cow<'_, str>, &Pos)| -> Result<Option<usize>, VnnlibError> {
+            if self.v2 {
+                return Ok(None);
+            }
+            Ok(match self.var_name(s, *p)? {
+                Some((0, i)) if self.declared[0][i] => Some(i),
+                _ => None,
+            })
+        };
+        let (i, c, upper) = match (var(lhs)?, var(rhs)?) {
+            (Some(i), None) => (i, rhs, true),
+            (None, Some(i)) => (i, lhs, false),
+            _ => return Ok(None),
+        };
+        let Some(v) = exact::decimal(c.0) else { return Ok(None) };
+        let v = v.map_err(|m| self.err(*c.1, m))?;
+        Ok(Some(Cls::Bound(i, upper, Bound { v, strict })))
+    }
+
     /// Whether a conjunction's linear constraints over several inputs can
     /// hold on its box: `None` where one holds nowhere on it (exactly, in
     /// rationals over the box's closure); else the half-spaces, over the
@@ -89,4 +122,54 @@ impl Parser<'_> {
         }
         stated_box(&lo, &hi).map(Some).map_err(|e| self.semantic(e.to_string()))
     }
+}
+
+/// `lin ≤ rhs` (`<` when strict) over inputs only: a bound on one input,
+/// or a linear constraint over several.
+pub(super) fn input_atom(lin: Lin, rhs: Q, strict: bool) -> Cls {
+    let [(&(_, i), c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
+        let terms = lin.terms.into_iter().map(|((_, i), c)| (i, c)).collect();
+        return Cls::InLin(terms, Bound { v: rhs, strict });
+    };
+    let v = if c.is_one() {
+        rhs
+    } else if (-c).is_one() {
+        -rhs
+    } else {
+        rhs / c
+    };
+    Cls::Bound(i, c.is_positive(), Bound { v, strict })
+}
+
+/// Keeps the tighter of `b` and the bound in `slot` (an upper bound when
+/// `upper`); at equal values the strict one.
+pub(super) fn tighter(slot: &mut Option<Bound>, b: &Bound, upper: bool) {
+    let replace = match slot {
+        None => true,
+        Some(old) => {
+            let inside = if upper { Ordering::Less } else { Ordering::Greater };
+            match exact::cmp_q(&b.v, &old.v) {
+                Ordering::Equal => b.strict && !old.strict,
+                o => o == inside,
+            }
+        }
+    };
+    if replace {
+        *slot = Some(b.clone());
+    }
+}
+
+/// The analysis's box (each stated bound rounded outward to f64) with the
+/// float32 inputs inside the stated box.
+pub(super) fn stated_box(
+    lo: &[Bound],
+    hi: &[Bound],
+) -> Result<InputBox, polycert_deeppoly::base::property::PropertyError> {
+    let (lo_r, hi_r): (Vec<_>, Vec<_>) =
+        (lo.iter().map(|b| exact::Rounded::of(&b.v)).collect(), hi.iter().map(|b| exact::Rounded::of(&b.v)).collect());
+    let lo64 = lo_r.iter().map(exact::Rounded::f64_down).collect();
+    let hi64 = hi_r.iter().map(exact::Rounded::f64_up).collect();
+    let lo32 = lo_r.iter().zip(lo).map(|(r, b)| r.f32_above(b.strict)).collect();
+    let hi32 = hi_r.iter().zip(hi).map(|(r, b)| r.f32_below(b.strict)).collect();
+    InputBox::new(lo64, hi64)?.with_float32(lo32, hi32)
 }

@@ -26,10 +26,10 @@ mod v2;
 pub use v2::{DeclaredNetwork, NetworkDecl, QueryLayout, QueryVar, Role, TensorDecl, network_names, query_layout};
 
 use exact::Q;
+use inputs::input_atom;
 use num_traits::{One, Signed, Zero};
 use polycert_deeppoly::{Halfspace, InputBox, Property, SubProblem};
 use sexpr::{Pos, Sx};
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::Path;
@@ -114,23 +114,6 @@ pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usi
     let subproblems = p.subproblems(&base, &multi)?;
     let label = robustness_label(&subproblems, n_outputs);
     Ok(Property { name, subproblems, label })
-}
-
-/// `lin ≤ rhs` (`<` when strict) over inputs only: a bound on one input,
-/// or a linear constraint over several.
-fn input_atom(lin: Lin, rhs: Q, strict: bool) -> Cls {
-    let [(&(_, i), c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
-        let terms = lin.terms.into_iter().map(|((_, i), c)| (i, c)).collect();
-        return Cls::InLin(terms, Bound { v: rhs, strict });
-    };
-    let v = if c.is_one() {
-        rhs
-    } else if (-c).is_one() {
-        -rhs
-    } else {
-        rhs / c
-    };
-    Cls::Bound(i, c.is_positive(), Bound { v, strict })
 }
 
 /// A variable: input `X_i` (kind 0) or output `Y_j` (kind 1).
@@ -226,7 +209,7 @@ impl<'a> Parser<'a> {
     }
 }
 
-fn head(items: &[Sx]) -> Option<&str> {
+fn head<'s>(items: &'s [Sx<'_>]) -> Option<&'s str> {
     match items.first() {
         Some(Sx::Atom(s, _)) => Some(s),
         _ => None,
@@ -363,6 +346,11 @@ impl Parser<'_> {
             Some(op @ ("<=" | ">=" | "<" | ">" | "=" | "==")) => {
                 if args.len() < 2 {
                     return Err(self.err(pos, format!("'{op}' needs at least two arguments")));
+                }
+                if let [a, b] = args
+                    && let Some(bound) = self.input_bound(op, a, b)?
+                {
+                    return Ok(vec![vec![bound]]);
                 }
                 let terms = args.iter().map(|a| self.term(a)).collect::<Result<Vec<_>, _>>()?;
                 let mut conj = Vec::new();
@@ -534,34 +522,6 @@ impl Grouped {
 fn box_key(b: &InputBox) -> Vec<u64> {
     let f32s = b.float32.as_deref().into_iter().flat_map(|(l, h)| l.iter().chain(h));
     b.lo.iter().chain(&b.hi).map(|v| v.to_bits()).chain(f32s.map(|v| u64::from(v.to_bits()))).collect()
-}
-
-/// Keeps the tighter of `b` and the bound in `slot` (an upper bound when
-/// `upper`); at equal values the strict one.
-fn tighter(slot: &mut Option<Bound>, b: &Bound, upper: bool) {
-    let replace = match slot {
-        None => true,
-        Some(old) => {
-            let inside = if upper { Ordering::Less } else { Ordering::Greater };
-            match exact::cmp_q(&b.v, &old.v) {
-                Ordering::Equal => b.strict && !old.strict,
-                o => o == inside,
-            }
-        }
-    };
-    if replace {
-        *slot = Some(b.clone());
-    }
-}
-
-/// The analysis's box (each stated bound rounded outward to f64) with the
-/// float32 inputs inside the stated box.
-fn stated_box(lo: &[Bound], hi: &[Bound]) -> Result<InputBox, polycert_deeppoly::base::property::PropertyError> {
-    let lo64 = lo.iter().map(|b| exact::f64_down(&b.v)).collect();
-    let hi64 = hi.iter().map(|b| exact::f64_up(&b.v)).collect();
-    let lo32 = lo.iter().map(|b| exact::f32_above(&b.v, b.strict)).collect();
-    let hi32 = hi.iter().map(|b| exact::f32_below(&b.v, b.strict)).collect();
-    InputBox::new(lo64, hi64)?.with_float32(lo32, hi32)
 }
 
 /// The label of a robustness property: one sub-problem whose unsafe region

@@ -1,4 +1,6 @@
-//! S-expressions with positions.
+//! S-expressions with positions. Atoms borrow the text where they can.
+
+use std::borrow::Cow;
 
 /// 1-based line and column (in characters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -9,12 +11,12 @@ pub struct Pos {
 
 /// An S-expression.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Sx {
-    Atom(String, Pos),
-    List(Vec<Sx>, Pos),
+pub enum Sx<'t> {
+    Atom(Cow<'t, str>, Pos),
+    List(Vec<Sx<'t>>, Pos),
 }
 
-impl Sx {
+impl Sx<'_> {
     pub fn pos(&self) -> Pos {
         match self {
             Sx::Atom(_, p) | Sx::List(_, p) => *p,
@@ -22,36 +24,101 @@ impl Sx {
     }
 }
 
+/// The character at byte `i` of `text` and its length in bytes (ASCII
+/// without decoding).
+fn char_at(text: &str, i: usize) -> (char, usize) {
+    match text.as_bytes()[i] {
+        b if b.is_ascii() => (char::from(b), 1),
+        _ => text[i..].chars().next().map_or(('\u{fffd}', 1), |c| (c, c.len_utf8())),
+    }
+}
+
+/// A scan over the text: byte offset, 1-based line and column (characters).
+struct Scan<'t> {
+    text: &'t str,
+    i: usize,
+    line: usize,
+    col: usize,
+}
+
+impl<'t> Scan<'t> {
+    fn peek(&self) -> Option<(char, usize)> {
+        (self.i < self.text.len()).then(|| char_at(self.text, self.i))
+    }
+    fn pos(&self) -> Pos {
+        Pos { line: self.line, col: self.col }
+    }
+    /// Moves past `c` (of `len` bytes).
+    fn bump(&mut self, c: char, len: usize) {
+        self.i += len;
+        if c == '\n' {
+            self.line += 1;
+            self.col = 1;
+        } else {
+            self.col += 1;
+        }
+    }
+
+    /// An atom from the current character: up to whitespace, a
+    /// parenthesis or `;`. VNNLIB 2.0 indices (`X[0, 1]`) stay in one atom,
+    /// spaces dropped.
+    fn atom(&mut self) -> Cow<'t, str> {
+        let start = self.i;
+        // ASCII without brackets first, a byte at a time.
+        let plain = |b: u8| b.is_ascii_graphic() && !matches!(b, b'(' | b')' | b';' | b'[');
+        let run = self.text.as_bytes()[start..].iter().take_while(|&&b| plain(b)).count();
+        self.i += run;
+        self.col += run;
+        let mut bracket = false;
+        let mut spaced = false;
+        while let Some((n, len)) = self.peek() {
+            let stop = if bracket { n == '\n' } else { n.is_whitespace() || n == '(' || n == ')' || n == ';' };
+            if stop && self.i > start {
+                break;
+            }
+            self.bump(n, len);
+            bracket = (bracket || n == '[') && n != ']';
+            spaced |= n.is_whitespace();
+        }
+        let s = &self.text[start..self.i];
+        if spaced { Cow::Owned(s.chars().filter(|c| !c.is_whitespace()).collect()) } else { Cow::Borrowed(s) }
+    }
+
+    /// A string literal from its opening quote: one atom, quotes kept.
+    fn string(&mut self, pos: Pos) -> Result<Cow<'t, str>, (Pos, String)> {
+        let start = self.i;
+        let (q, len) = self.peek().expect("at the quote");
+        self.bump(q, len);
+        loop {
+            let Some((n, len)) = self.peek() else { return Err((pos, "unclosed string literal".into())) };
+            self.bump(n, len);
+            if n == '"' {
+                return Ok(Cow::Borrowed(&self.text[start..self.i]));
+            }
+        }
+    }
+}
+
 /// Parses a whole file into its top-level expressions. Comments run from
 /// `;` to the end of the line. No recursion, so deep nesting cannot
 /// overflow the stack.
-pub fn parse(text: &str) -> Result<Vec<Sx>, (Pos, String)> {
-    let mut stack: Vec<(Vec<Sx>, Pos)> = vec![(Vec::new(), Pos { line: 1, col: 1 })];
-    let (mut line, mut col) = (1, 1);
-    let mut chars = text.chars().peekable();
-    while let Some(ch) = chars.next() {
-        let pos = Pos { line, col };
-        let mut advance = |c: char| {
-            if c == '\n' {
-                line += 1;
-                col = 1;
-            } else {
-                col += 1;
-            }
-        };
-        advance(ch);
+pub fn parse(text: &str) -> Result<Vec<Sx<'_>>, (Pos, String)> {
+    let mut stack: Vec<(Vec<Sx<'_>>, Pos)> = vec![(Vec::new(), Pos { line: 1, col: 1 })];
+    let mut sc = Scan { text, i: 0, line: 1, col: 1 };
+    while let Some((ch, len)) = sc.peek() {
+        let pos = sc.pos();
         match ch {
             ';' => {
-                while let Some(&c) = chars.peek() {
-                    if c == '\n' {
-                        break;
-                    }
-                    advance(c);
-                    chars.next();
+                while let Some((c, len)) = sc.peek().filter(|&(c, _)| c != '\n') {
+                    sc.bump(c, len);
                 }
             }
-            '(' => stack.push((Vec::new(), pos)),
+            '(' => {
+                sc.bump(ch, len);
+                stack.push((Vec::new(), pos));
+            }
             ')' => {
+                sc.bump(ch, len);
                 if stack.len() == 1 {
                     return Err((pos, "unbalanced ')'".into()));
                 }
@@ -61,38 +128,15 @@ pub fn parse(text: &str) -> Result<Vec<Sx>, (Pos, String)> {
                     top.0.push(Sx::List(items, start));
                 }
             }
-            c if c.is_whitespace() => {}
+            c if c.is_whitespace() => sc.bump(c, len),
             '"' => {
-                // A string literal (VNNLIB 2.0 names a hidden tensor with
-                // one): one atom, its quotes kept.
-                let mut s = String::from('"');
-                loop {
-                    let Some(n) = chars.next() else { return Err((pos, "unclosed string literal".into())) };
-                    advance(n);
-                    s.push(n);
-                    if n == '"' {
-                        break;
-                    }
-                }
+                let s = sc.string(pos)?;
                 if let Some(top) = stack.last_mut() {
                     top.0.push(Sx::Atom(s, pos));
                 }
             }
-            c => {
-                // VNNLIB 2.0 indices (`X[0, 1]`) stay in one atom, spaces dropped.
-                let mut s = String::from(c);
-                let mut bracket = c == '[';
-                while let Some(&n) = chars.peek() {
-                    if !bracket && (n.is_whitespace() || n == '(' || n == ')' || n == ';') || n == '\n' && bracket {
-                        break;
-                    }
-                    advance(n);
-                    chars.next();
-                    bracket = (bracket || n == '[') && n != ']';
-                    if !n.is_whitespace() {
-                        s.push(n);
-                    }
-                }
+            _ => {
+                let s = sc.atom();
                 if let Some(top) = stack.last_mut() {
                     top.0.push(Sx::Atom(s, pos));
                 }
@@ -100,7 +144,7 @@ pub fn parse(text: &str) -> Result<Vec<Sx>, (Pos, String)> {
         }
     }
     if stack.len() > 1 {
-        let open = stack.last().map_or(Pos { line, col }, |s| s.1);
+        let open = stack.last().map_or(sc.pos(), |s| s.1);
         return Err((open, "unclosed '(' at end of file".into()));
     }
     Ok(stack.pop().map(|s| s.0).unwrap_or_default())

@@ -204,7 +204,7 @@ pub(super) fn version(p: &Parser, form: &Sx) -> Option<Result<(u32, u32), Vnnlib
     })
 }
 
-fn atom(sx: &Sx) -> Option<(&str, Pos)> {
+fn atom<'s>(sx: &'s Sx<'_>) -> Option<(&'s str, Pos)> {
     match sx {
         Sx::Atom(s, p) => Some((s, *p)),
         Sx::List(..) => None,
