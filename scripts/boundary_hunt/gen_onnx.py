@@ -260,6 +260,10 @@ def shape_ops(b: Builder, x: V) -> V:
     if k == "gather":
         m = int(r.integers(1, n + 1))
         idx = r.permutation(n)[:m]
+        if b.pick(["once", "once", "twice"]) == "twice":  # an element taken twice
+            idx = np.concatenate([idx, idx[: int(r.integers(1, m + 1))]])
+            r.shuffle(idx)
+            m = len(idx)
         if r.random() < 0.3:
             idx = np.where(idx > 0, idx - n, idx)  # negative indices
         return V(b.node("Gather", [x.name, b.ints(idx)], axis=1), (1, m))
@@ -467,6 +471,18 @@ def dense_act(b: Builder, x: V) -> V:
     return activation(b, y) if b.rng.random() < 0.6 else y
 
 
+def matmul_rows(b: Builder, x: V) -> V:
+    """MatMul of an image's rows (C·H rows of W values) by one matrix, a
+    bias added at times: one block-diagonal layer."""
+    r = b.rng
+    n, m = x.shape[-1], int(r.integers(1, 5))
+    b.features.add("MatMul:rows")
+    y = b.node("MatMul", [x.name, b.const(r.uniform(-1, 1, size=(n, m)).astype(F32))])
+    if r.random() < 0.5:
+        y = b.node("Add", [y, b.const(r.uniform(-0.5, 0.5, size=m).astype(F32))])
+    return V(y, x.shape[:-1] + (m,))
+
+
 def reduce_sum(b: Builder, x: V) -> V:
     """ReduceSum or ReduceMean over a random nonempty set of the C, H, W axes, kept (so
     the value stays an image), the axes negative at times."""
@@ -487,10 +503,12 @@ def reduce_sum(b: Builder, x: V) -> V:
 def steps(b: Builder, x: V) -> V:
     """Steps of network values: a comparison with one constant cast back to
     float, Where between the value and a constant, a Cast to int64 (of a
-    scaled value, plus an int64 0) or to bool and back to float."""
+    scaled value, plus an int64 0) or to bool and back to float, Sign."""
     r = b.rng
-    mode = b.pick(["greater", "equal", "where", "cast_int", "cast_bool"])
+    mode = b.pick(["greater", "equal", "where", "cast_int", "cast_bool", "sign"])
     b.features.add("step:" + mode)
+    if mode == "sign":
+        return V(b.node("Sign", [x.name]), x.shape)
     t = b.const(np.array([r.uniform(-0.5, 0.5)], dtype=F32))
     if mode == "greater":
         ops = ["Greater", "Less"] + (["GreaterOrEqual", "LessOrEqual"] if b.opset >= 12 else [])
@@ -561,6 +579,7 @@ IMAGE_BLOCKS = {
     "transpose": image_transpose,
     "reduce_sum": reduce_sum,
     "broadcast_copy": broadcast_copy,
+    "matmul_rows": matmul_rows,
 }
 
 IMAGE_SHAPES = [(1, 1, 4, 4), (1, 2, 2, 3), (1, 1, 3, 3), (1, 3, 2, 2), (1, 1, 2, 5), (1, 2, 3, 2), (1, 1, 2, 2)]

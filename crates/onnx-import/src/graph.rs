@@ -289,7 +289,7 @@ impl<'a> Importer<'a> {
 
     /// Lowers a pending index map as a Dense layer with one 1 per row: its
     /// inference is exact (one product by 1, the rest by 0) in any order.
-    fn reorder(&mut self, name: &str, d: Dyn) -> OpResult<Dyn> {
+    pub(crate) fn reorder(&mut self, name: &str, d: Dyn) -> OpResult<Dyn> {
         let Some(index) = d.index else { return Ok(d) };
         let (n, k) = (index.len(), self.net.node(d.id).shape.numel());
         if n.saturating_mul(k) > MAX_REORDER {

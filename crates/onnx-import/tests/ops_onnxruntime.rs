@@ -49,7 +49,7 @@ fn assert_enclosed(name: &str, what: &str, LoHi { lo, hi }: &LoHi<f64>, y: &[f64
 #[test]
 fn inference_matches_onnxruntime() {
     let cases = cases();
-    assert_eq!(cases.len(), 26);
+    assert_eq!(cases.len(), 28);
     for case in &cases {
         let name = case["name"].as_str().unwrap();
         let m = load_onnx(dir().join(format!("{name}.onnx"))).unwrap_or_else(|e| panic!("{name}: {e}"));

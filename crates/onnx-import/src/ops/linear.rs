@@ -105,7 +105,7 @@ fn scaled_gemm(
     Ok(Value::Dyn(Dyn::new(id, vec![1, n])))
 }
 
-/// `Y = A·B` with A the network value (a single row, leading dims 1) and B a
+/// `Y = A·B` with A the network value (rows of `K` values) and B a
 /// constant `[K, N]` matrix.
 pub(super) fn matmul(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let (a, b) = (node.required(0)?, node.required(1)?);
@@ -130,16 +130,42 @@ pub(super) fn matmul(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     let Some((&last, lead)) = x.dims.split_last() else {
         return Err("A is a scalar".into());
     };
-    if last != k || lead.iter().any(|&d| d != 1) {
-        return unsupported(format!("A has dims {:?}; only a single row of {k} values is supported", x.dims));
+    if last != k {
+        return unsupported(format!("A has dims {:?}; its rows must have {k} values", x.dims));
+    }
+    // Several rows (a batch of vectors) share B: a block-diagonal layer.
+    let rows: usize = lead.iter().product();
+    if rows.saturating_mul(rows).saturating_mul(k * n) > super::MAX_WEIGHTS {
+        return unsupported(format!(
+            "A has dims {:?}: {rows} rows times a [{k}, {n}] matrix as one block-diagonal layer would exceed {} weights",
+            x.dims,
+            super::MAX_WEIGHTS
+        ));
     }
     let mut dims = lead.to_vec();
     dims.push(n);
     if bt.dims.len() > dims.len() {
         dims = [vec![1; bt.dims.len() - dims.len()], dims].concat();
     }
-    let weight = absorb(imp, &x, transposed(&bt, k, n), n);
-    Ok(Pending::value(node, x.id, weight, vec![0.0; n], dims))
+    let weight = absorb(imp, &x, block_diagonal(&transposed(&bt, k, n), rows, k, n), rows * n);
+    Ok(Pending::value(node, x.id, weight, vec![0.0; rows * n], dims))
+}
+
+/// `W[out][in]` (`n × k`) once per row of `rows`: out `(r, j)` reads in
+/// `(r, i)` only.
+fn block_diagonal(w: &[f64], rows: usize, k: usize, n: usize) -> Vec<f64> {
+    if rows == 1 {
+        return w.to_vec();
+    }
+    let cols = rows * k;
+    let mut out = vec![0.0; rows * n * cols];
+    for r in 0..rows {
+        for (j, src) in w.chunks_exact(k).enumerate() {
+            let at = (r * n + j) * cols + r * k;
+            out[at..at + k].copy_from_slice(src);
+        }
+    }
+    out
 }
 
 /// `Y = W·x` with W a constant `[N, K]` matrix and x the network value, a

@@ -22,7 +22,7 @@ use crate::graph::{Importer, Node, OpResult, Value, unsupported};
 const SUPPORTED: &str = "Gemm, MatMul, Conv (1-D and 2-D, dilated), ConvTranspose (as a dense layer), Add, Sub, Mul, Div (also of two network values), Pow (a constant exponent or base), Sqrt, Reciprocal, Neg, BatchNormalization, Relu, Sigmoid, Tanh, Clip, LeakyRelu, Max, Min, MaxPool, \
     AveragePool, GlobalAveragePool, GlobalMaxPool, Flatten, Reshape, Transpose, Slice, Split, Gather (constant indices), \
     Pad (zeros on H and W), Softmax (last, dropped), ReduceSum, ReduceMean, Squeeze, Unsqueeze, Concat (also of constants with one network value), Identity, Dropout, Expand, Equal, Greater, Less, GreaterOrEqual, LessOrEqual \
-    (of a network value against one constant), Where (between the compared value and a constant), Cast (to float32, bool, int32, int64), \
+    (of a network value against one constant), Where (between the compared value and a constant), Sign, Cast (to float32, bool, int32, int64), \
     and on constants Shape, Constant, ConstantOfShape, Range, And, Or, Xor, Not";
 
 /// Most weights (`n_out × n_in`) of a dense layer that an operator
@@ -76,6 +76,7 @@ pub const OPERATORS: &[&str] = &[
     "Reshape",
     "Shape",
     "Sigmoid",
+    "Sign",
     "Slice",
     "Softmax",
     "Split",
@@ -148,6 +149,7 @@ fn run_op(imp: &mut Importer, node: &Node) -> OpResult<Vec<Value>> {
         "Range" => one(fold::range(imp, node)?),
         "Where" if node.inputs().iter().all(|n| imp.is_const(n)) => one(fold::where_(imp, node)?),
         "Where" => one(step::where_(imp, node)?),
+        "Sign" => one(step::sign(imp, node)?),
         "Equal" | "Greater" | "Less" | "GreaterOrEqual" | "LessOrEqual"
             if !node.inputs().iter().all(|n| imp.is_const(n)) =>
         {

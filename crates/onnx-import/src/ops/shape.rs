@@ -138,10 +138,10 @@ fn index_map(
     let index: Vec<usize> = moved.data.iter().map(|&i| i as usize).collect();
     let n = imp.net.node(d.id).shape.numel();
     let mut seen = vec![false; n];
-    for &i in &index {
-        if std::mem::replace(&mut seen[i], true) {
-            return unsupported(format!("{} takes element {i} of the network value twice", node.op()));
-        }
+    if index.iter().any(|&i| std::mem::replace(&mut seen[i], true)) {
+        // An element read twice: lowered at once as its 0/1 copy layer (the
+        // consumers that absorb an index map read each element once).
+        return imp.reorder(&node.name, Dyn { id: d.id, dims: moved.dims, index: Some(index.into()) });
     }
     if index.len() == n && index.iter().enumerate().all(|(i, &j)| i == j) {
         return imp.view(node, &Dyn::new(d.id, d.dims), moved.dims);

@@ -1,7 +1,7 @@
 //! Steps of network values: comparisons with a constant (Equal, Greater,
 //! Less, GreaterOrEqual, LessOrEqual), Where between the compared value and
-//! a constant, and Casts to bool or to a signed integer. Each becomes one
-//! exact elementwise node ([`polycert_deeppoly::Elementwise`]).
+//! a constant, Casts to bool or to a signed integer, and Sign. Each becomes
+//! exact elementwise nodes ([`polycert_deeppoly::Elementwise`]).
 //!
 //! Integer values of the network may only be cast (back to float, or to
 //! another type), compared, selected, reshaped or given +0: integer
@@ -137,4 +137,17 @@ pub(super) fn add_zero(imp: &mut Importer, node: &Node) -> OpResult<Value> {
     }
     imp.mark_integer(node, &Elementwise::Trunc { bits: 64 });
     Ok(Value::Dyn(x))
+}
+
+/// Sign of a network value: `[x > 0] + (−[x < 0])`, two exact steps and
+/// their sum (0 at ±0, as onnxruntime gives).
+pub(super) fn sign(imp: &mut Importer, node: &Node) -> OpResult<Value> {
+    // Element-wise: a pending index map passes through.
+    let x = imp.dynamic_reordered(node.required(0)?)?;
+    let step =
+        |cmp, v| Op::Elementwise(Elementwise::Select { cmp, at: 0.0, then: Piece::Const(v), other: Piece::Const(0.0) });
+    let pos = imp.push(node, ".pos", step(Cmp::Gt, 1.0), &[x.id])?;
+    let neg = imp.push(node, ".neg", step(Cmp::Lt, -1.0), &[x.id])?;
+    let id = imp.push(node, "", Op::Add, &[pos, neg])?;
+    Ok(Value::Dyn(Dyn { id, ..x }))
 }
