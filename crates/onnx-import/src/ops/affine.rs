@@ -121,6 +121,24 @@ fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: 
         }
         imp.restore_pending(xn, p);
     }
+    // A constant the same everywhere commutes with a pending reordering,
+    // which passes through.
+    let x = imp.dynamic_reordered(xn)?;
+    if x.index.is_some()
+        && let Some(&v) = c.data.first()
+        && c.data.iter().all(|&u| u == v)
+        && broadcast_dims(&x.dims, &c.dims)? == x.dims
+    {
+        let (m, a) = affine_of(op, const_right, v)?;
+        let channels = imp.net.node(x.id).shape.c;
+        let id = imp.push(
+            node,
+            "",
+            Op::ChannelAffine { mul: vec![m; channels], add: vec![a; channels], float_ops: 1 },
+            &[x.id],
+        )?;
+        return Ok(Value::Dyn(Dyn { id, ..x }));
+    }
     let x = imp.dynamic(xn)?;
     let dims = broadcast_dims(&x.dims, &c.dims)?;
     // The network value repeated to the result's shape first.
@@ -128,24 +146,10 @@ fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: 
     // Per channel when the constant is; else per element, as channels of a flat view.
     let flat = per_channel(&c, &dims).is_err();
     let vals = if flat { c.broadcast_to(&dims)? } else { per_channel(&c, &dims)? };
-    let one = point(1.0)?;
     let mut mul = Vec::with_capacity(vals.len());
     let mut add = Vec::with_capacity(vals.len());
     for &v in &vals {
-        let (m, a) = match (op, const_right) {
-            ("Add", _) => (one, point(v)?),
-            ("Sub", true) => (one, point(-v)?),
-            ("Sub", false) => (point(-1.0)?, point(v)?),
-            ("Mul", _) => (point(v)?, point(0.0)?),
-            _ => {
-                if v == 0.0 {
-                    return Err("division by zero".into());
-                }
-                let inv =
-                    Interval::new(fp::div_down(1.0, v), fp::div_up(1.0, v)).map_err(|e| OpError::Msg(e.to_string()))?;
-                (inv, point(0.0)?)
-            }
-        };
+        let (m, a) = affine_of(op, const_right, v)?;
         mul.push(m);
         add.push(a);
     }
@@ -158,6 +162,25 @@ fn with_const(imp: &mut Importer, node: &Node, xn: &str, cn: &str, const_right: 
         id = imp.net.reshape(format!("{}.unflat", node.name), id, shape)?;
     }
     Ok(Value::Dyn(Dyn::new(id, dims)))
+}
+
+/// `x ∘ v` as `m·x + a` (`v ∘ x` when `!const_right`).
+fn affine_of(op: &str, const_right: bool, v: f64) -> OpResult<(Interval<f64>, Interval<f64>)> {
+    let one = point(1.0)?;
+    Ok(match (op, const_right) {
+        ("Add", _) => (one, point(v)?),
+        ("Sub", true) => (one, point(-v)?),
+        ("Sub", false) => (point(-1.0)?, point(v)?),
+        ("Mul", _) => (point(v)?, point(0.0)?),
+        _ => {
+            if v == 0.0 {
+                return Err("division by zero".into());
+            }
+            let inv =
+                Interval::new(fp::div_down(1.0, v), fp::div_up(1.0, v)).map_err(|e| OpError::Msg(e.to_string()))?;
+            (inv, point(0.0)?)
+        }
+    })
 }
 
 /// Roundings that [`batch_norm`] pays for, in any evaluation order: the
