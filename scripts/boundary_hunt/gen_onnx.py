@@ -471,6 +471,17 @@ def dense_act(b: Builder, x: V) -> V:
     return activation(b, y) if b.rng.random() < 0.6 else y
 
 
+def softmax_inside(b: Builder, x: V) -> V:
+    """Softmax inside the network (lowered: exponentials of differences,
+    their sum, its reciprocal and the runtime's band), a dense layer after
+    it so that it is never the last operation."""
+    r = b.rng
+    b.features.add("Softmax:inside")
+    scaled = b.node("Mul", [x.name, b.const(np.array([r.uniform(0.5, 4)], dtype=F32))])
+    y = V(b.node("Softmax", [scaled], axis=-1 if b.opset >= 13 else 1), x.shape)
+    return dense(b, y, int(r.integers(1, 9)))
+
+
 def matmul_rows(b: Builder, x: V) -> V:
     """MatMul of an image's rows (C·H rows of W values) by one matrix, a
     bias added at times: one block-diagonal layer."""
@@ -556,6 +567,7 @@ def powers(b: Builder, x: V) -> V:
 
 FLAT_BLOCKS = {
     "dense": dense_act,
+    "softmax_inside": softmax_inside,
     "activation": activation,
     "arith": arith_const,
     "batchnorm": batchnorm,

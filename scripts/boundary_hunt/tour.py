@@ -89,6 +89,7 @@ TOUR = [
     ("const-Div", "flat", "dense", {"gemm", "div"}),
     ("const-chain", "flat", "dense", {"gemm", "chain"}),
     ("Softmax", "flat", "softmax", set()),
+    ("Softmax-inside", "flat", "softmax_inside", set()),
 ]
 
 

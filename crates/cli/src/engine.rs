@@ -28,16 +28,21 @@ pub enum Precision {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PrecisionChoice {
     /// f32 on the CPU (twice f64's SIMD lanes), f64 on CUDA (as fast as
-    /// f32 on the GPUs it targets).
+    /// f32 on the GPUs it targets) and for networks with exponentials (a
+    /// kept Softmax: values across many orders of magnitude).
     Auto,
     F32,
     F64,
 }
 
 impl PrecisionChoice {
-    /// The float type on `engine`.
-    pub fn on(self, engine: &Engine) -> Precision {
+    /// The float type on `engine` for `net`.
+    pub fn on(self, engine: &Engine, net: &polycert_deeppoly::Network) -> Precision {
+        use polycert_deeppoly::{Elementwise, Op, PowerFn};
+        let exponential =
+            |n: &polycert_deeppoly::Node| matches!(n.op, Op::Elementwise(Elementwise::Power(PowerFn::Exponential(_))));
         match (self, engine) {
+            (PrecisionChoice::Auto, Engine::Cpu(_)) if net.nodes().iter().any(exponential) => Precision::F64,
             (PrecisionChoice::F32, _) | (PrecisionChoice::Auto, Engine::Cpu(_)) => Precision::F32,
             (PrecisionChoice::F64, _) | (PrecisionChoice::Auto, Engine::Cuda(..)) => Precision::F64,
         }

@@ -57,6 +57,28 @@ pub fn load_vnnlib(model: &Imported, path: &Path) -> Result<Property> {
     Ok(model.property_to_ir(&p))
 }
 
+/// Whether a property bounds a dropped final Softmax's outputs (it is not
+/// only comparisons of two outputs): the model is then read again with the
+/// Softmax kept ([`load_keeping_softmax`]).
+pub fn bounds_softmax(model: &Imported, path: &Path) -> Result<bool> {
+    if !model.network.softmax_output() {
+        return Ok(false);
+    }
+    let p =
+        polycert_onnx::load_vnnlib(path, model.n_inputs(), model.n_outputs()).map_err(|e| InputError(e.to_string()))?;
+    let mut halfspaces = p.subproblems.iter().flat_map(|sp| sp.unsafe_region.iter().flatten());
+    Ok(halfspaces.any(|h| !polycert_deeppoly::base::softmax::is_comparison(h)))
+}
+
+/// [`load`] with a final Softmax lowered (exact over the reals, within
+/// 2^-12 of the runtime's) rather than dropped.
+pub fn load_keeping_softmax(path: &Path) -> Result<Imported> {
+    let _p = polycert_deeppoly::base::profile::span("cli.import");
+    let m = polycert_onnx::load_onnx_keeping_softmax(path).map_err(|e| InputError(e.to_string()))?;
+    errln!("polycert: {}: the property bounds the Softmax's outputs, so the Softmax is analysed, not dropped", m.file);
+    Ok(m)
+}
+
 /// The embedded digits MLP (see `models/train_digits.py`).
 pub fn embedded() -> Result<Imported> {
     Ok(polycert_onnx::import_model(DIGITS_MODEL, "embedded:digits_mlp.onnx").map_err(|e| InputError(e.to_string()))?)

@@ -178,7 +178,7 @@ fn check(a: &VerifyArgs) -> Result<()> {
 
 /// The model, its name, and the properties to verify.
 fn read_inputs(a: &VerifyArgs) -> Result<(model::Imported, String, Work)> {
-    let (imported, model_name) = match (&a.query, a.model_path()) {
+    let (mut imported, model_name) = match (&a.query, a.model_path()) {
         (Some((layout, models)), _) => {
             let m = model::load_query(layout, models)?;
             let name = m.file.clone();
@@ -189,6 +189,16 @@ fn read_inputs(a: &VerifyArgs) -> Result<(model::Imported, String, Work)> {
     };
     let work = match a.property_path() {
         Some(p) => {
+            // One model whose final Softmax the property bounds: read it again, the Softmax kept.
+            let single = match &a.query {
+                Some((layout, models)) => models.first().filter(|_| layout.is_simple()).map(PathBuf::as_path),
+                None => a.model_path(),
+            };
+            if let Some(path) = single
+                && model::bounds_softmax(&imported, p)?
+            {
+                imported = model::load_keeping_softmax(path)?;
+            }
             let property = model::load_vnnlib(&imported, p)?;
             Work { jobs: vec![Job { name: p.display().to_string(), property }], centres: vec![None] }
         }
@@ -212,7 +222,7 @@ pub fn run(mut a: VerifyArgs) -> Result<bool> {
     let opening = std::thread::spawn(move || engine::open_backend(backend, budget));
     let (imported, model_name, work) = read_inputs(&a)?;
     let engine = opening.join().map_err(|_| anyhow::anyhow!("the backend's start panicked"))??;
-    let precision = a.analysis.precision.on(&engine);
+    let precision = a.analysis.precision.on(&engine, &imported.network);
     let net = &imported.network;
     let mut plan = a.analysis.plan(&engine, work.jobs.len(), a.timeout);
     // One property: its timeout counts from the start, import and parsing included.

@@ -230,7 +230,7 @@ impl Runner<'_> {
         let (mut next_job, mut next_row) = (0, 0);
         self.flush(group, &mut ready, &mut next_row)?;
         let net = &imported.network;
-        let precision = a.analysis.precision.on(backend);
+        let precision = a.analysis.precision.on(backend, &imported.network);
         let r = engine::run_jobs_parallel(backend, &plan, net, &first.onnx, &jobs, precision, &mut |mut rec| {
             let k = member[next_job];
             rec.seconds += parse[next_job];

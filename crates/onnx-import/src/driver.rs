@@ -54,6 +54,7 @@ impl<'a> Opened<'a> {
             uses: use_counts(self.graph, needed, wanted),
             nhwc_input,
             output: last,
+            keep_softmax: false,
             opset: self.opset,
             ints: HashSet::new(),
         }
@@ -91,7 +92,7 @@ impl<'a> Opened<'a> {
     }
 }
 
-pub(crate) fn import(model: &ModelProto, file: &str) -> Result<Imported, ImportError> {
+pub(crate) fn import(model: &ModelProto, file: &str, keep_softmax: bool) -> Result<Imported, ImportError> {
     let model_err = |msg: String| ImportError::Model { file: file.to_string(), msg };
     let o = open(model, file)?;
     let (input, output, in_dims) = graph_io(&o).map_err(model_err)?;
@@ -100,6 +101,7 @@ pub(crate) fn import(model: &ModelProto, file: &str) -> Result<Imported, ImportE
     let layout = InputLayout::of(o.graph, &needed, input, &in_dims);
     let nhwc = layout.permutation.is_some().then_some(input.name.as_str());
     let mut imp = o.importer(Network::new(ir_shape(&layout.ir_dims)), &needed, &[out_name], nhwc, out_name);
+    imp.keep_softmax = keep_softmax;
     imp.values.insert(input.name.clone(), Value::Dyn(Dyn::new(0, layout.ir_dims)));
     run_nodes(&mut imp, o.graph, &needed, file)?;
     let out = graph_output(&mut imp, out_name, &input.name).map_err(model_err)?;

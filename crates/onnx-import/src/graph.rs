@@ -225,6 +225,9 @@ pub(crate) struct Importer<'a> {
     pub nhwc_input: Option<&'a str>,
     /// The graph output's name.
     pub output: &'a str,
+    /// Lower a final Softmax instead of dropping it (properties that bound
+    /// its outputs need its values).
+    pub keep_softmax: bool,
     /// The opset (some ops' defaults depend on it).
     pub opset: i64,
     /// Values of the network that hold integers (after a Cast to one).

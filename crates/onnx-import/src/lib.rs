@@ -149,6 +149,18 @@ pub fn load_onnx(path: impl AsRef<Path>) -> Result<Imported, ImportError> {
     import_model(&read_model(path)?, &path.display().to_string())
 }
 
+/// [`load_onnx`], with a final Softmax lowered rather than dropped: for
+/// properties that bound its outputs (comparisons of outputs are checked
+/// more tightly on the logits).
+pub fn load_onnx_keeping_softmax(path: impl AsRef<Path>) -> Result<Imported, ImportError> {
+    use prost::Message;
+    let path = path.as_ref();
+    let file = path.display().to_string();
+    let model = onnx_pb::ModelProto::decode(&read_model(path)?[..])
+        .map_err(|source| ImportError::Decode { file: file.clone(), source })?;
+    driver::import(&model, &file, true)
+}
+
 /// A model file's bytes, gunzipped where it is compressed.
 fn read_model(path: &Path) -> Result<Vec<u8>, ImportError> {
     let file = path.display().to_string();
@@ -173,7 +185,7 @@ pub fn import_model(bytes: &[u8], file_name: &str) -> Result<Imported, ImportErr
 
 /// Imports an already decoded model.
 pub fn import_proto(model: &onnx_pb::ModelProto, file_name: &str) -> Result<Imported, ImportError> {
-    driver::import(model, file_name)
+    driver::import(model, file_name, false)
 }
 
 /// Reads the models of a VNN-LIB 2.0 query, one per network `layout`

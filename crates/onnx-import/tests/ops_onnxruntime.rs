@@ -49,7 +49,7 @@ fn assert_enclosed(name: &str, what: &str, LoHi { lo, hi }: &LoHi<f64>, y: &[f64
 #[test]
 fn inference_matches_onnxruntime() {
     let cases = cases();
-    assert_eq!(cases.len(), 28);
+    assert_eq!(cases.len(), 29);
     for case in &cases {
         let name = case["name"].as_str().unwrap();
         let m = load_onnx(dir().join(format!("{name}.onnx"))).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -100,10 +100,12 @@ fn bounds_contain_onnxruntime_outputs() {
                 let (x, y) = (floats(&p["x"]), floats(&p["y"]));
                 let b = output_bounds(&m, &x, &x, arith);
                 assert_enclosed(name, &format!("{what}, point"), &b, &y);
-                // Only float32 rounding terms remain (≈ 2^-24 per operation, relative).
+                // Only float32 rounding terms remain (≈ 2^-24 per operation,
+                // relative; a lowered Softmax's band is 2^-12 of its outputs).
                 let scale = y.iter().fold(1.0f64, |a, v| a.max(v.abs()));
                 let width = b.lo.iter().zip(&b.hi).fold(0.0f64, |a, (l, h)| a.max(h - l));
-                assert!(width < 1e-4 * scale, "{name} ({what}): a zero-width box gives bounds {width} wide");
+                let tight = if name.starts_with("softmax") { 1e-2 } else { 1e-4 };
+                assert!(width < tight * scale, "{name} ({what}): a zero-width box gives bounds {width} wide");
             }
         }
     }

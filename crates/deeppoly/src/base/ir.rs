@@ -179,6 +179,10 @@ pub struct Network {
     /// importer): properties may only compare outputs, with a float margin
     /// ([`crate::base::softmax`]).
     softmax_output: bool,
+    /// Affine nodes the deployed model does not compute (parts of a lowering
+    /// whose runtime error is bounded elsewhere, as a Softmax's band): no
+    /// float rounding is modelled for them.
+    exact: Vec<NodeId>,
 }
 
 impl Network {
@@ -187,6 +191,7 @@ impl Network {
         Self {
             nodes: vec![Node { name: "input".into(), op: Op::Input, inputs: vec![], shape: input }],
             softmax_output: false,
+            exact: Vec::new(),
         }
     }
 
@@ -196,6 +201,14 @@ impl Network {
     }
     pub fn softmax_output(&self) -> bool {
         self.softmax_output
+    }
+
+    /// Marks affine node `id` as computed only by the analysis (see `exact`).
+    pub fn mark_exact(&mut self, id: NodeId) {
+        self.exact.push(id);
+    }
+    pub fn is_exact(&self, id: NodeId) -> bool {
+        self.exact.contains(&id)
     }
 
     pub fn nodes(&self) -> &[Node] {
@@ -217,7 +230,9 @@ impl Network {
     /// The network cut after node `last` (its output): the nodes before it
     /// keep their ids. No Softmax follows the cut.
     pub fn prefix(&self, last: NodeId) -> Network {
-        Network { nodes: self.nodes[..=last.min(self.nodes.len() - 1)].to_vec(), softmax_output: false }
+        let last = last.min(self.nodes.len() - 1);
+        let exact = self.exact.iter().copied().filter(|&k| k <= last).collect();
+        Network { nodes: self.nodes[..=last].to_vec(), softmax_output: false, exact }
     }
 
     /// Appends a layer after validating its inputs, parameters and shapes.

@@ -177,7 +177,10 @@ impl PowerFn {
         if matches!(self, PowerFn::Power(e) if e > 0.0 && l < 0.0 && u > 0.0) {
             range.0 = range.0.min(0.0); // an even power's least value, at 0
         }
-        let (lo, hi) = band(range, tol);
+        // Each end with its own band: `v ∓ (rel·|v| + abs)` moves with `v`,
+        // so the band's edges over the range are those at its ends (one band
+        // around the whole range would be relative to its largest value).
+        let (lo, hi) = (band((range.0, range.0), tol).0, band((range.1, range.1), tol).1);
         let max = f32::MAX as f64;
         if !(lo > -max && hi < max) {
             return None;

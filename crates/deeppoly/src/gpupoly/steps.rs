@@ -44,7 +44,10 @@ impl<'a, B: Backend<T>, T: Fp> Analyzer<'a, B, T> {
         (w, b): (&B::Buf, &B::Buf),
     ) -> Result<NodeResult<T, B::Buf>, AnalysisError> {
         let node = self.net.node(id);
-        let (be, model, batch, x0) = (self.backend, self.opts.passes.network_float, st.batch, node.inputs[0]);
+        let (be, mut model, batch, x0) = (self.backend, self.opts.passes.network_float, st.batch, node.inputs[0]);
+        if self.net.is_exact(id) {
+            model = polycert_interval::FloatModel::EXACT;
+        }
         let in_shape = self.net.node(x0).shape;
         let (xl, xh) = self.bounds_dev(st, x0)?;
         let f = match &node.op {
