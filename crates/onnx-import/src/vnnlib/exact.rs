@@ -274,6 +274,16 @@ mod tests {
         Q::from_i64(v).unwrap()
     }
 
+    /// A xorshift generator from `seed`.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     fn q(s: &str) -> Q {
         decimal(s).unwrap().unwrap()
     }
@@ -316,20 +326,14 @@ mod tests {
     /// on random decimals and the f64s at and around them.
     #[test]
     fn shortcuts_agree_with_big_integers() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..20_000 {
             let digits = (next() % 10u64.pow((1 + next() % 19) as u32)).to_string();
             let k = (next() % 30) as usize;
             let lowest = over_power_of_ten(digits.parse().unwrap(), k);
             let by_gcd = Q::new(digits.parse().unwrap(), num_traits::pow(BigInt::from(10u32), k));
             assert!(lowest.numer() == by_gcd.numer() && lowest.denom() == by_gcd.denom(), "{digits}e-{k}");
-            let sign = if next() % 2 == 0 { "-" } else { "" };
+            let sign = if next().is_multiple_of(2) { "-" } else { "" };
             let v = q(&format!("{sign}{digits}e-{k}"));
             let f = near_f64(&v);
             let scale = f64::powi(2.0, (next() % 200) as i32 - 100);
@@ -347,13 +351,7 @@ mod tests {
     /// gcd) on random literals of up to 38 digits and exponents of ±40.
     #[test]
     fn small_decimals_agree_with_big_integers() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         let mut small = 0;
         for _ in 0..20_000 {
             let len = 1 + (next() % 40) as usize;
@@ -379,20 +377,14 @@ mod tests {
     /// decimals, floats, float32s and values past the f64 range.
     #[test]
     fn rounded_agrees_with_each_rounding() {
-        let mut seed = 0x7f4a_7c15_9e37_79b9u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x7f4a_7c15_9e37_79b9u64);
         let mut cases = vec![q("0"), q("1e400"), q("-1e400"), q("1e-400"), q("-1e-400"), of_f64(f64::MAX)];
         for _ in 0..5_000 {
             let digits = (next() % 10u64.pow((1 + next() % 19) as u32)).to_string();
             let e = (next() % 80) as i64 - 40;
-            let sign = if next() % 2 == 0 { "-" } else { "" };
+            let sign = if next().is_multiple_of(2) { "-" } else { "" };
             cases.push(q(&format!("{sign}{digits}e{e}")));
-            let f = f64::from_bits(next() >> 2) * if next() % 2 == 0 { 1.0 } else { -1.0 };
+            let f = f64::from_bits(next() >> 2) * if next().is_multiple_of(2) { 1.0 } else { -1.0 };
             cases.push(of_f64(f));
             cases.push(of_f64(f64::from(f32::from_bits((next() >> 34) as u32))));
         }
