@@ -438,7 +438,7 @@ fn load_from_disk() {
 }
 
 #[test]
-fn final_softmax_is_dropped_and_others_refused() {
+fn final_softmax_is_dropped_and_others_lowered() {
     let w = values(3 * 4, 5);
     let nodes = vec![
         node("Gemm", "fc", &["x", "W"], &["l"], vec![attr_i("transB", 1)]),
@@ -447,12 +447,18 @@ fn final_softmax_is_dropped_and_others_refused() {
     let m = import(&model(&[1, 4], nodes, vec![floats("W", &[3, 4], &w)], 13));
     assert!(m.network.softmax_output());
     assert_eq!(kinds(&m), ["Input", "Dense"]);
-    // Not last: refused, naming the node.
+    // Not last: lowered (differences, e^x, sum, reciprocal, band), then the Relu.
     let nodes = vec![node("Softmax", "sm", &["x"], &["s"], vec![]), node("Relu", "r", &["s"], &["y"], vec![])];
-    let msg = import_err(&model(&[1, 4], nodes, vec![], 13)).to_string();
-    assert!(msg.contains("'sm'") && msg.contains("last"), "{msg}");
-    // Over one axis of several: refused.
+    let m = import(&model(&[1, 4], nodes, vec![], 13));
+    assert!(!m.network.softmax_output());
+    assert_eq!(kinds(&m), ["Input", "Dense", "Elementwise", "Dense", "Elementwise", "ChannelAffine", "Relu"]);
+    // Last but over one axis of several: lowered, not dropped.
     let nodes = vec![node("Softmax", "sm", &["x"], &["y"], vec![attr_i("axis", 2)])];
-    let msg = import_err(&model(&[1, 2, 3], nodes, vec![], 13)).to_string();
-    assert!(msg.contains("only over all outputs"), "{msg}");
+    let m = import(&model(&[1, 2, 3], nodes, vec![], 13));
+    assert!(!m.network.softmax_output() && kinds(&m).contains(&"ChannelAffine"));
+    // A group of one element: refused, naming the node.
+    let nodes =
+        vec![node("Softmax", "sm", &["x"], &["s"], vec![attr_i("axis", 1)]), node("Relu", "r", &["s"], &["y"], vec![])];
+    let msg = import_err(&model(&[1, 1, 3], nodes, vec![], 13)).to_string();
+    assert!(msg.contains("'sm'") && msg.contains("over 1 elements"), "{msg}");
 }
