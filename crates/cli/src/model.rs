@@ -37,37 +37,47 @@ pub fn load_query(layout: &polycert_onnx::QueryLayout, models: &[std::path::Path
 /// Reads a VNNLIB property, in the IR's input order (NHWC models permute).
 /// After a dropped Softmax, only comparisons of outputs are accepted.
 pub fn load_vnnlib(model: &Imported, path: &Path) -> Result<Property> {
-    let _p = polycert_deeppoly::base::profile::span("cli.vnnlib");
-    let p =
-        polycert_onnx::load_vnnlib(path, model.n_inputs(), model.n_outputs()).map_err(|e| InputError(e.to_string()))?;
-    if model.network.softmax_output() {
-        let bad = p.subproblems.iter().flat_map(|sp| sp.unsafe_region.iter().flatten());
-        if let Some(h) = bad.into_iter().find(|h| !polycert_deeppoly::base::softmax::is_comparison(h)) {
-            let terms: Vec<String> =
-                h.c.iter().enumerate().filter(|(_, c)| **c != 0.0).map(|(j, c)| format!("{c}·Y_{j}")).collect();
-            return Err(InputError(format!(
-                "{}: the model ends in a Softmax, so only comparisons of two outputs can be checked; found {} <= {}",
-                path.display(),
-                terms.join(" + "),
-                h.d
-            ))
-            .into());
-        }
-    }
-    Ok(model.property_to_ir(&p))
+    checked(model, read_vnnlib(model, path)?, path)
 }
 
-/// Whether a property bounds a dropped final Softmax's outputs (it is not
-/// only comparisons of two outputs): the model is then read again with the
-/// Softmax kept ([`load_keeping_softmax`]).
-pub fn bounds_softmax(model: &Imported, path: &Path) -> Result<bool> {
+/// Parses a VNNLIB property for `model`, in the model's input order.
+pub fn read_vnnlib(model: &Imported, path: &Path) -> Result<Property> {
+    let _p = polycert_deeppoly::base::profile::span("cli.vnnlib");
+    Ok(polycert_onnx::load_vnnlib(path, model.n_inputs(), model.n_outputs()).map_err(|e| InputError(e.to_string()))?)
+}
+
+/// After a dropped Softmax, the first half-space of `p` that is not a
+/// comparison of two outputs.
+fn non_comparison<'p>(model: &Imported, p: &'p Property) -> Option<&'p polycert_deeppoly::Halfspace> {
     if !model.network.softmax_output() {
-        return Ok(false);
+        return None;
     }
-    let p =
-        polycert_onnx::load_vnnlib(path, model.n_inputs(), model.n_outputs()).map_err(|e| InputError(e.to_string()))?;
     let mut halfspaces = p.subproblems.iter().flat_map(|sp| sp.unsafe_region.iter().flatten());
-    Ok(halfspaces.any(|h| !polycert_deeppoly::base::softmax::is_comparison(h)))
+    halfspaces.find(|h| !polycert_deeppoly::base::softmax::is_comparison(h))
+}
+
+/// Whether `p` bounds a dropped final Softmax's outputs (it is not only
+/// comparisons of two outputs): the model is then read again with the
+/// Softmax kept ([`load_keeping_softmax`]).
+pub fn bounds_softmax(model: &Imported, p: &Property) -> bool {
+    non_comparison(model, p).is_some()
+}
+
+/// `p` (read by [`read_vnnlib`] from `path`) in the IR's input order, if
+/// `model` can check it.
+pub fn checked(model: &Imported, p: Property, path: &Path) -> Result<Property> {
+    if let Some(h) = non_comparison(model, &p) {
+        let terms: Vec<String> =
+            h.c.iter().enumerate().filter(|(_, c)| **c != 0.0).map(|(j, c)| format!("{c}·Y_{j}")).collect();
+        return Err(InputError(format!(
+            "{}: the model ends in a Softmax, so only comparisons of two outputs can be checked; found {} <= {}",
+            path.display(),
+            terms.join(" + "),
+            h.d
+        ))
+        .into());
+    }
+    Ok(model.property_to_ir(&p))
 }
 
 /// [`load`] with a final Softmax lowered (exact over the reals, within

@@ -194,12 +194,13 @@ fn read_inputs(a: &VerifyArgs) -> Result<(model::Imported, String, Work)> {
                 Some((layout, models)) => models.first().filter(|_| layout.is_simple()).map(PathBuf::as_path),
                 None => a.model_path(),
             };
+            let raw = model::read_vnnlib(&imported, p)?;
             if let Some(path) = single
-                && model::bounds_softmax(&imported, p)?
+                && model::bounds_softmax(&imported, &raw)
             {
                 imported = model::load_keeping_softmax(path)?;
             }
-            let property = model::load_vnnlib(&imported, p)?;
+            let property = model::checked(&imported, raw, p)?;
             Work { jobs: vec![Job { name: p.display().to_string(), property }], centres: vec![None] }
         }
         None => image_jobs(a, &imported)?,

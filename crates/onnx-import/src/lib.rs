@@ -153,12 +153,9 @@ pub fn load_onnx(path: impl AsRef<Path>) -> Result<Imported, ImportError> {
 /// properties that bound its outputs (comparisons of outputs are checked
 /// more tightly on the logits).
 pub fn load_onnx_keeping_softmax(path: impl AsRef<Path>) -> Result<Imported, ImportError> {
-    use prost::Message;
     let path = path.as_ref();
     let file = path.display().to_string();
-    let model = onnx_pb::ModelProto::decode(&read_model(path)?[..])
-        .map_err(|source| ImportError::Decode { file: file.clone(), source })?;
-    driver::import(&model, &file, true)
+    driver::import(&decode(&read_model(path)?, &file)?, &file, true)
 }
 
 /// A model file's bytes, gunzipped where it is compressed.
@@ -175,12 +172,15 @@ fn read_model(path: &Path) -> Result<Vec<u8>, ImportError> {
     Ok(out)
 }
 
+/// A serialized `ModelProto`, decoded; `file_name` is used in messages.
+fn decode(bytes: &[u8], file_name: &str) -> Result<onnx_pb::ModelProto, ImportError> {
+    use prost::Message;
+    onnx_pb::ModelProto::decode(bytes).map_err(|source| ImportError::Decode { file: file_name.to_string(), source })
+}
+
 /// Imports a serialized `ModelProto`; `file_name` is used in messages.
 pub fn import_model(bytes: &[u8], file_name: &str) -> Result<Imported, ImportError> {
-    use prost::Message;
-    let model = onnx_pb::ModelProto::decode(bytes)
-        .map_err(|source| ImportError::Decode { file: file_name.to_string(), source })?;
-    import_proto(&model, file_name)
+    import_proto(&decode(bytes, file_name)?, file_name)
 }
 
 /// Imports an already decoded model.
@@ -201,11 +201,7 @@ pub fn load_query(layout: &QueryLayout, models: &[impl AsRef<Path>]) -> Result<I
     let mut decoded = Vec::new();
     for m in models {
         let file = m.as_ref().display().to_string();
-        let bytes = read_model(m.as_ref())?;
-        use prost::Message;
-        let model = onnx_pb::ModelProto::decode(&bytes[..])
-            .map_err(|source| ImportError::Decode { file: file.clone(), source })?;
-        decoded.push((model, file));
+        decoded.push((decode(&read_model(m.as_ref())?, &file)?, file));
     }
     compose::compose(layout, &decoded)
 }

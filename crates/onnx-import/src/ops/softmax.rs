@@ -47,12 +47,12 @@ pub(super) fn softmax(imp: &mut Importer, node: &Node) -> OpResult<Value> {
         imp.net.set_softmax_output(true);
         return Ok(Value::Dyn(x));
     }
-    lowered(imp, node, x, (outer, n, inner))
+    lowered(imp, node, x, (n, inner))
 }
 
 /// `y_e = 1/(1 + Σ_{j≠i} exp(x_j − x_i))` for the element `e` at place `i`
 /// of its group, then the runtime's band.
-fn lowered(imp: &mut Importer, node: &Node, x: Dyn, (_, n, inner): (usize, usize, usize)) -> OpResult<Value> {
+fn lowered(imp: &mut Importer, node: &Node, x: Dyn, (n, inner): (usize, usize)) -> OpResult<Value> {
     if !(2..=MAX_GROUP).contains(&n) {
         return unsupported(format!("Softmax over {n} elements (2 to {MAX_GROUP} are supported)"));
     }
