@@ -228,6 +228,10 @@ pub struct Rounded {
 }
 
 impl Rounded {
+    /// From `down` (the largest f64 `≤ q`) and whether it is `q`.
+    pub fn from_parts(down: f64, exact: bool) -> Self {
+        Rounded { down, exact }
+    }
     pub fn of(q: &Q) -> Self {
         let down = f64_down(q);
         Rounded { down, exact: down.is_finite() && cmp_f64(down, q) == Ordering::Equal }

@@ -1,6 +1,7 @@
 //! The input side of a conjunction: the box of its bounds on single
 //! inputs, and its linear constraints over several inputs decided on it.
 
+use super::num::Num;
 use super::sexpr::{Pos, Sx};
 use super::{Bound, Cls, Lin, Parser, Q, VnnlibError, exact};
 use num_traits::{One, Signed, Zero};
@@ -35,7 +36,7 @@ impl Parser<'_> {
             (None, Some(i)) => (i, lhs, false),
             _ => return Ok(None),
         };
-        let Some(v) = exact::decimal(c.0) else { return Ok(None) };
+        let Some(v) = Num::decimal(c.0) else { return Ok(None) };
         let v = v.map_err(|m| self.err(*c.1, m))?;
         Ok(Some(Cls::Bound(i, upper, Bound { v, strict })))
     }
@@ -67,12 +68,13 @@ impl Parser<'_> {
                 let (Some(l), Some(h)) = (&lo[*i], &hi[*i]) else {
                     return Err(self.semantic(format!("X_{i} is in a linear constraint but has no bounds")));
                 };
-                let (a, b) = (c * &l.v, c * &h.v);
+                let (a, b) = (c * l.v.q().as_ref(), c * h.v.q().as_ref());
                 let (small, large) = if c.is_positive() { (a, b) } else { (b, a) };
                 (min, max) = (min + small, max + large);
             }
-            let nowhere = if rhs.strict { min >= rhs.v } else { min > rhs.v };
-            let everywhere = if rhs.strict { max < rhs.v } else { max <= rhs.v };
+            let r = rhs.v.q();
+            let nowhere = if rhs.strict { min >= *r } else { min > *r };
+            let everywhere = if rhs.strict { max < *r } else { max <= *r };
             if nowhere {
                 return Ok(None);
             }
@@ -85,7 +87,7 @@ impl Parser<'_> {
                     ));
                 };
                 let pos = super::sexpr::Pos { line: 1, col: 1 };
-                match self.classify(Lin { terms, k: -rhs.v.clone() }, rhs.strict, pos)? {
+                match self.classify(Lin { terms, k: -r.into_owned() }, rhs.strict, pos)? {
                     Cls::Out(h) => cuts.push(h),
                     other => unreachable!("a constraint over outputs classifies as one: {other:?}"),
                 }
@@ -112,7 +114,7 @@ impl Parser<'_> {
         }
         let (lo, hi): (Vec<Bound>, Vec<Bound>) =
             (lo.into_iter().flatten().collect(), hi.into_iter().flatten().collect());
-        let nonempty = |(l, h): (&Bound, &Bound)| match exact::cmp_q(&l.v, &h.v) {
+        let nonempty = |(l, h): (&Bound, &Bound)| match l.v.cmp(&h.v) {
             Ordering::Less => true,
             Ordering::Equal => !l.strict && !h.strict,
             Ordering::Greater => false,
@@ -129,7 +131,7 @@ impl Parser<'_> {
 pub(super) fn input_atom(lin: Lin, rhs: Q, strict: bool) -> Cls {
     let [(&(_, i), c)] = lin.terms.iter().collect::<Vec<_>>()[..] else {
         let terms = lin.terms.into_iter().map(|((_, i), c)| (i, c)).collect();
-        return Cls::InLin(terms, Bound { v: rhs, strict });
+        return Cls::InLin(terms, Bound { v: Num::Q(rhs), strict });
     };
     let v = if c.is_one() {
         rhs
@@ -138,7 +140,7 @@ pub(super) fn input_atom(lin: Lin, rhs: Q, strict: bool) -> Cls {
     } else {
         rhs / c
     };
-    Cls::Bound(i, c.is_positive(), Bound { v, strict })
+    Cls::Bound(i, c.is_positive(), Bound { v: Num::Q(v), strict })
 }
 
 /// Keeps the tighter of `b` and the bound in `slot` (an upper bound when
@@ -148,7 +150,7 @@ pub(super) fn tighter(slot: &mut Option<Bound>, b: &Bound, upper: bool) {
         None => true,
         Some(old) => {
             let inside = if upper { Ordering::Less } else { Ordering::Greater };
-            match exact::cmp_q(&b.v, &old.v) {
+            match b.v.cmp(&old.v) {
                 Ordering::Equal => b.strict && !old.strict,
                 o => o == inside,
             }
@@ -166,7 +168,7 @@ pub(super) fn stated_box(
     hi: &[Bound],
 ) -> Result<InputBox, polycert_deeppoly::base::property::PropertyError> {
     let (lo_r, hi_r): (Vec<_>, Vec<_>) =
-        (lo.iter().map(|b| exact::Rounded::of(&b.v)).collect(), hi.iter().map(|b| exact::Rounded::of(&b.v)).collect());
+        (lo.iter().map(|b| b.v.rounded()).collect(), hi.iter().map(|b| b.v.rounded()).collect());
     let lo64 = lo_r.iter().map(exact::Rounded::f64_down).collect();
     let hi64 = hi_r.iter().map(exact::Rounded::f64_up).collect();
     let lo32 = lo_r.iter().zip(lo).map(|(r, b)| r.f32_above(b.strict)).collect();

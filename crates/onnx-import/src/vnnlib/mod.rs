@@ -20,6 +20,8 @@
 
 mod exact;
 mod inputs;
+mod num;
+mod prefix;
 mod sexpr;
 mod v2;
 
@@ -72,10 +74,12 @@ pub fn load_vnnlib(path: impl AsRef<Path>, n_inputs: usize, n_outputs: usize) ->
 /// property's name.
 pub fn parse_vnnlib(text: &str, file_name: &str, n_inputs: usize, n_outputs: usize) -> Result<Property, VnnlibError> {
     let mut p = Parser::new(file_name, n_inputs, n_outputs);
-    let forms = sexpr::parse(text).map_err(|(pos, msg)| p.err(pos, msg))?;
     let mut base: Vec<Cls> = Vec::new();
+    let (start, pos, read) = p.fast_prefix(text, &mut base);
+    let forms = sexpr::parse_from(text, start, pos).map_err(|(pos, msg)| p.err(pos, msg))?;
     let mut multi: Vec<Vec<Vec<Cls>>> = Vec::new();
-    if let Some(v) = forms.first().and_then(|f| v2::version(&p, f)) {
+    // The version must come first: after a fast prefix it does not.
+    if let Some(v) = forms.first().filter(|_| !read).and_then(|f| v2::version(&p, f)) {
         v?;
         p.v2 = true;
         v2::layout(&mut p, &forms)?;
@@ -165,7 +169,7 @@ impl Lin {
 /// A bound on one input: its exact value and whether it is strict.
 #[derive(Debug, Clone)]
 struct Bound {
-    v: Q,
+    v: num::Num,
     strict: bool,
 }
 
@@ -433,6 +437,13 @@ impl Parser<'_> {
         let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
         let mut choice = vec![0usize; multi.len()];
         let mut vacuous: Option<InputBox> = None;
+        // The base's part of each combination, read once (it holds an image
+        // property's thousands of bounds).
+        let is_false = |a: &Cls| matches!(a, Cls::False);
+        let is_lin = |a: &Cls| matches!(a, Cls::InLin(..));
+        let out_of = |a: &Cls| if let Cls::Out(h) = a { Some(h.clone()) } else { None };
+        let (base_false, base_lin) = (base.iter().any(is_false), base.iter().any(is_lin));
+        let base_outs: Vec<Halfspace> = base.iter().filter_map(out_of).collect();
         loop {
             let picked = || multi.iter().zip(&choice).flat_map(|(d, &k)| d[k].iter());
             let key: Vec<usize> =
@@ -441,9 +452,9 @@ impl Parser<'_> {
                 let b = self.input_box(base.iter().chain(picked()))?;
                 boxes.insert(key.clone(), b.map(Grouped::Box));
             }
-            let cuts = if base.iter().chain(picked()).any(|a| matches!(a, Cls::False)) {
+            let cuts = if base_false || picked().any(is_false) {
                 None
-            } else if base.iter().chain(picked()).any(|a| matches!(a, Cls::InLin(..))) {
+            } else if base_lin || picked().any(is_lin) {
                 self.inputs_meet(base.iter().chain(picked()))?
             } else {
                 Some(Vec::new())
@@ -451,10 +462,7 @@ impl Parser<'_> {
             if let Some(slot) = boxes.get_mut(&key).expect("just built").as_mut() {
                 if let Some(cuts) = cuts {
                     let k = slot.index(&mut out, &mut index);
-                    let outs = base
-                        .iter()
-                        .chain(picked())
-                        .filter_map(|a| if let Cls::Out(h) = a { Some(h.clone()) } else { None });
+                    let outs = base_outs.iter().cloned().chain(picked().filter_map(out_of));
                     out[k].unsafe_region.push(outs.chain(cuts).collect());
                 } else if vacuous.is_none() {
                     // Outputs that no value meets (`0 ≤ −1`): nothing to reach here.

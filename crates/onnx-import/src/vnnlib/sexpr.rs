@@ -103,8 +103,14 @@ impl<'t> Scan<'t> {
 /// `;` to the end of the line. No recursion, so deep nesting cannot
 /// overflow the stack.
 pub fn parse(text: &str) -> Result<Vec<Sx<'_>>, (Pos, String)> {
-    let mut stack: Vec<(Vec<Sx<'_>>, Pos)> = vec![(Vec::new(), Pos { line: 1, col: 1 })];
-    let mut sc = Scan { text, i: 0, line: 1, col: 1 };
+    parse_from(text, 0, Pos { line: 1, col: 1 })
+}
+
+/// [`parse`] of the text from byte `start`, which is at `pos` (after a
+/// prefix read by `prefix.rs`).
+pub fn parse_from(text: &str, start: usize, pos: Pos) -> Result<Vec<Sx<'_>>, (Pos, String)> {
+    let mut stack: Vec<(Vec<Sx<'_>>, Pos)> = vec![(Vec::new(), pos)];
+    let mut sc = Scan { text, i: start, line: pos.line, col: pos.col };
     while let Some((ch, len)) = sc.peek() {
         let pos = sc.pos();
         match ch {
