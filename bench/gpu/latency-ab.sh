@@ -3,7 +3,7 @@
 # warm-up, on the GPU machine after `cargo xtask gpu-prepare`: `--batch 1 --jobs 1 --no-bab` plus
 # EXTRA (default `--no-alpha --attack-steps 0`, GPUPoly's work), A with no more flags, B with
 # `--set $B` (e.g. `B=passes.late_checks=off`), or B the binary BIN_B (two builds). Prints
-# per-network medians of each round. PIN (a core list) runs every process under taskset.
+# per-network medians of each round: end to end, and less the property's parse. PIN (a core list) runs every process under taskset.
 set -uo pipefail
 OUT="${OUT:-out}"
 mkdir -p "$OUT"
@@ -31,7 +31,7 @@ done
 for v in A B; do
     echo "== variant $v"
     for r in $(seq 1 "${ROUNDS:-3}"); do
-        python3 bench/summarize.py "$OUT"/*_"$v$r".csv | tail -n +3 | awk -F'|' '{printf "%s %s |", $3, $8}'
+        python3 bench/summarize.py "$OUT"/*_"$v$r".csv | tail -n +3 | awk -F'|' '{printf "%s %s (%s) |", $3, $8, $11}'
         echo
     done
 done

@@ -9,6 +9,9 @@ pub struct Record {
     pub model: String,
     pub property: String,
     pub seconds: f64,
+    /// The property file's parse, counted in `seconds` (`vnncomp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parse_seconds: Option<f64>,
     /// verified, falsified, unknown, timeout or error.
     pub result: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -35,6 +38,7 @@ impl Record {
             model: model.into(),
             property: property.into(),
             seconds: o.seconds,
+            parse_seconds: None,
             result: o.verdict.name().into(),
             label,
             lower_bounds: o.lower_bounds.clone(),
@@ -54,6 +58,7 @@ impl Record {
             model: model.into(),
             property: property.into(),
             seconds: 0.0,
+            parse_seconds: None,
             result: "error".into(),
             label: None,
             lower_bounds: vec![],

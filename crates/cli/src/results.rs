@@ -2,7 +2,9 @@
 //! and flushed as soon as it is known, never rewritten.
 //!
 //! - `polycert` format: a header line, then
-//!   `onnx,vnnlib,result,seconds,counterexample,message`, quoted where needed.
+//!   `onnx,vnnlib,result,seconds,counterexample,message,parse_seconds`,
+//!   quoted where needed (`parse_seconds`: the part of `seconds` spent
+//!   reading the property file; empty where none was read).
 //! - `vnncomp` format: exactly the lines VNN-COMP's `run_single_instance.sh`
 //!   appends, `category,onnx,vnnlib,prepare_seconds,result,seconds`, no header.
 
@@ -14,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Header line; onnx,vnnlib,result,seconds,counterexample,message.
+    /// Header line; onnx,vnnlib,result,seconds,counterexample,message,parse_seconds.
     Polycert,
     /// VNN-COMP's own: category,onnx,vnnlib,prepare_seconds,result,seconds.
     Vnncomp,
@@ -31,7 +33,7 @@ pub enum Mode {
     Overwrite,
 }
 
-pub const HEADER: [&str; 6] = ["onnx", "vnnlib", "result", "seconds", "counterexample", "message"];
+pub const HEADER: [&str; 7] = ["onnx", "vnnlib", "result", "seconds", "counterexample", "message", "parse_seconds"];
 
 /// One finished instance.
 pub struct Row<'a> {
@@ -40,6 +42,8 @@ pub struct Row<'a> {
     /// VNN-COMP's word: unsat, sat, unknown, timeout, error.
     pub result: &'a str,
     pub seconds: f64,
+    /// The part of `seconds` spent reading the property file.
+    pub parse_seconds: Option<f64>,
     /// Time to load the network, charged to its first instance.
     pub prepare_seconds: f64,
     pub counterexample: Option<PathBuf>,
@@ -120,7 +124,8 @@ impl ResultsFile {
             Format::Polycert => {
                 let cex = r.counterexample.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
                 let msg = r.message.as_deref().map(one_line).unwrap_or_default();
-                self.out.write_record([r.onnx, r.vnnlib, r.result, &secs, &cex, &msg])
+                let parse = r.parse_seconds.map(|s| format!("{s:.6}")).unwrap_or_default();
+                self.out.write_record([r.onnx, r.vnnlib, r.result, &secs, &cex, &msg, &parse])
             }
             Format::Vnncomp => {
                 let prep = format!("{:.6}", r.prepare_seconds);
@@ -151,6 +156,7 @@ mod tests {
             vnnlib,
             result: "error",
             seconds: 0.5,
+            parse_seconds: (vnnlib == "q.vnnlib").then_some(0.25),
             prepare_seconds: 0.0,
             counterexample: None,
             message: message.map(String::from),
@@ -163,9 +169,9 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text,
-            "onnx,vnnlib,result,seconds,counterexample,message\n\
-             \"a,b.onnx\",p.vnnlib,error,0.500000,,\"bad \"\"x\"\", line 2 then more\"\n\
-             \"a,b.onnx\",q.vnnlib,error,0.500000,,\n"
+            "onnx,vnnlib,result,seconds,counterexample,message,parse_seconds\n\
+             \"a,b.onnx\",p.vnnlib,error,0.500000,,\"bad \"\"x\"\", line 2 then more\",\n\
+             \"a,b.onnx\",q.vnnlib,error,0.500000,,,0.250000\n"
         );
         assert!(ResultsFile::open(&path, Format::Polycert, String::new(), Mode::New).is_err());
         let (_, done) = ResultsFile::open(&path, Format::Polycert, String::new(), Mode::Resume).unwrap();

@@ -150,6 +150,7 @@ impl Runner<'_> {
             vnnlib: &inst.vnnlib,
             result: r,
             seconds: rec.seconds,
+            parse_seconds: rec.parse_seconds,
             prepare_seconds: self.prepare.get_mut(&inst.onnx).map(std::mem::take).unwrap_or(0.0),
             counterexample: cex,
             message: rec.error.clone().or_else(|| rec.search.as_ref().map(search_message)),
@@ -234,6 +235,7 @@ impl Runner<'_> {
         let r = engine::run_jobs_parallel(backend, &plan, net, &first.onnx, &jobs, precision, &mut |mut rec| {
             let k = member[next_job];
             rec.seconds += parse[next_job];
+            rec.parse_seconds = Some(parse[next_job]);
             next_job += 1;
             let cex = match &rec.counterexample {
                 Some(x) => Some(self.write_cex(group[k], imported, x)?),
