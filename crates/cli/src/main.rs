@@ -1,4 +1,4 @@
-//! The `polycert` binary: `verify`, `vnncomp`, `report` and `fpna`.
+//! The `polycert` binary: `verify`, `vnncomp`, `merge`, `report`, `supports` and `fpna`.
 
 mod args;
 mod config;
@@ -7,6 +7,7 @@ mod engine;
 mod fpna;
 mod images;
 mod live;
+mod merge;
 mod model;
 mod plot;
 mod records;
@@ -14,6 +15,7 @@ mod report;
 mod resources;
 mod results;
 mod say;
+mod shard;
 mod supports;
 mod testset;
 mod verify;
@@ -44,6 +46,8 @@ enum Cmd {
     Verify(verify::VerifyArgs),
     /// Run a VNN-COMP instances file, one results row per instance.
     Vnncomp(vnncomp::VnncompArgs),
+    /// Join the results files of a run's shards (--shard K/N) into one.
+    Merge(merge::MergeArgs),
     /// A table per benchmark and a cactus plot from results files.
     Report(report::ReportArgs),
     /// What polycert reads and answers, for VNN-LIB 2.0 tools (one item per line).
@@ -91,6 +95,7 @@ fn parse() -> Result<Cli, clap::Error> {
             std::process::exit(2);
         }
     };
+    shard::set_command_line(&args);
     Cli::from_arg_matches(&cmd.try_get_matches_from(args)?)
 }
 
@@ -109,6 +114,7 @@ fn main() -> ExitCode {
         match cli.cmd {
             Cmd::Verify(a) => verify::run(a).map(|ok| if ok { 0 } else { 1 }),
             Cmd::Vnncomp(a) => vnncomp::run(a).map(|ok| if ok { 0 } else { 1 }),
+            Cmd::Merge(a) => merge::run(a),
             Cmd::Report(a) => report::run(a),
             Cmd::Supports(a) => supports::run(a),
             Cmd::Fpna(c) => fpna::run(c),

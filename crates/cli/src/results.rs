@@ -138,7 +138,7 @@ impl ResultsFile {
 
 /// The complete rows of a results file, and the length they take (less
 /// than the file's where a killed run left a partial last row).
-fn complete_rows(path: &Path) -> Result<(String, usize)> {
+pub fn complete_rows(path: &Path) -> Result<(String, usize)> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
     let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     Ok((String::from_utf8_lossy(&bytes[..keep]).into_owned(), keep))

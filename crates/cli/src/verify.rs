@@ -4,6 +4,7 @@
 use crate::args::{AnalysisArgs, seconds, unit};
 use crate::engine::{self, Job};
 use crate::records::{self, Record};
+use crate::results::{Format, Mode, ResultsFile, Row};
 use crate::say::{err, errln, out, outln};
 use crate::testset::TestSet;
 use crate::{InputError, images, live, model, vnncomp};
@@ -67,6 +68,14 @@ pub struct VerifyArgs {
     /// Exit with 1 unless every property is verified (for scripts).
     #[arg(long)]
     exit_code: bool,
+    /// Images: a results CSV (the format of `vnncomp --results`), one row per image in image
+    /// order (a file that already holds results is refused).
+    #[arg(long, requires = "images")]
+    results: Option<PathBuf>,
+    /// Images: run only the K-th of N slices (every N-th image from the K-th), for a cluster;
+    /// `polycert merge` joins the shards' --results.
+    #[arg(long, value_name = "K/N", requires_all = ["images", "results"])]
+    shard: Option<crate::shard::Shard>,
     /// Label file for IDX images [default: derived from the image file name].
     #[arg(long, help_heading = "Images", requires = "images")]
     labels: Option<PathBuf>,
@@ -112,7 +121,8 @@ fn image_jobs(a: &VerifyArgs, imported: &model::Imported) -> Result<Work> {
         None => bail!(InputError("give a PROPERTY (--vnnlib) or --images for the model".into())),
     };
     let mut work = Work { jobs: Vec::new(), centres: Vec::new() };
-    for (i, img) in imgs.iter().take(a.count.unwrap_or(usize::MAX)).enumerate() {
+    let taken = imgs.iter().take(a.count.unwrap_or(usize::MAX)).enumerate();
+    for (i, img) in taken.filter(|(i, _)| a.shard.is_none_or(|s| s.takes(*i))) {
         if img.pixels.len() != n_in {
             bail!(InputError(format!("{src}: image {i} has {} values, the model takes {n_in}", img.pixels.len())));
         }
@@ -126,7 +136,7 @@ fn image_jobs(a: &VerifyArgs, imported: &model::Imported) -> Result<Work> {
         work.centres.push(centre);
         work.jobs.push(Job { name, property });
     }
-    if work.jobs.len() < a.count.unwrap_or(0) {
+    if imgs.len() < a.count.unwrap_or(0) {
         bail!(InputError(format!(
             "{src}: --count {} asks for more than its {} images",
             a.count.unwrap_or(0),
@@ -242,11 +252,18 @@ pub fn run(mut a: VerifyArgs) -> Result<bool> {
     let test_set = a.test_set(work.jobs.len());
     let deadline = test_set.flatten().map(|b| start + std::time::Duration::from_secs_f64(b));
     let mut certified = 0;
+    let mut rows = match &a.results {
+        Some(p) => Some(InOrder::open(p, &a, &model_name, work.jobs.len())?),
+        None => None,
+    };
     let mut emit = |i: usize, mut r: Record| {
         certified += usize::from(r.result == "verified");
         bar.set_prefix(live::certified(certified, deadline));
         classes(&mut r, net, work.centres[i].as_deref());
         bar.suspend(|| if a.json { r.emit_json() } else { say(&r.line()) });
+        if let Some(rows) = rows.as_mut() {
+            rows.put(i, &r)?;
+        }
         records.push(r);
         Ok(())
     };
@@ -310,6 +327,43 @@ fn finish(
         bail!(InputError(e));
     }
     Ok(!a.exit_code || records.iter().all(|r| r.result == "verified"))
+}
+
+/// The `--results` rows of images, written in image order as soon as the
+/// images before them have theirs.
+struct InOrder {
+    file: ResultsFile,
+    model: String,
+    next: usize,
+    waiting: std::collections::BTreeMap<usize, Record>,
+}
+
+impl InOrder {
+    fn open(path: &Path, a: &VerifyArgs, model: &str, n: usize) -> Result<Self> {
+        let (file, _) = ResultsFile::open(path, Format::Polycert, String::new(), Mode::New)?;
+        if let (Some(s), Some(images)) = (a.shard, &a.images) {
+            crate::shard::RunRecord::new("verify", images, s, n)?.keep(path, false)?;
+        }
+        Ok(InOrder { file, model: model.to_string(), next: 0, waiting: Default::default() })
+    }
+
+    fn put(&mut self, i: usize, r: &Record) -> Result<()> {
+        self.waiting.insert(i, r.clone());
+        while let Some(r) = self.waiting.remove(&self.next) {
+            self.file.write(&Row {
+                onnx: &self.model,
+                vnnlib: &r.property,
+                result: vnncomp::vnn_result(&r.result),
+                seconds: r.seconds,
+                parse_seconds: None,
+                prepare_seconds: 0.0,
+                counterexample: None,
+                message: r.error.clone(),
+            })?;
+            self.next += 1;
+        }
+        Ok(())
+    }
 }
 
 /// For a falsified image: the class that wins at the counterexample, and

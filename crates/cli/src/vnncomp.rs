@@ -36,6 +36,10 @@ pub struct VnncompArgs {
     /// Category column of `--format vnncomp` (default: the instances file's folder name).
     #[arg(long)]
     category: Option<String>,
+    /// Run only the K-th of N slices of the instances (every N-th from the K-th), for a
+    /// cluster; `polycert merge` joins the shards' results.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<crate::shard::Shard>,
     #[command(flatten)]
     analysis: AnalysisArgs,
 }
@@ -261,7 +265,10 @@ impl Runner<'_> {
 pub fn run(a: VnncompArgs) -> Result<bool> {
     a.analysis.start_threads()?;
     let backend = engine::open_backend(a.analysis.backend, a.analysis.memory_budget())?;
-    let instances = read_instances(&a.instances)?;
+    let mut instances = read_instances(&a.instances)?;
+    if let Some(s) = a.shard {
+        instances = instances.into_iter().enumerate().filter(|(i, _)| s.takes(*i)).map(|(_, x)| x).collect();
+    }
     let base = a.instances.parent().unwrap_or(Path::new(".")).to_path_buf();
     let category = a.category.clone().unwrap_or_else(|| {
         let dir = std::path::absolute(&base).unwrap_or_else(|_| base.clone());
@@ -273,6 +280,9 @@ pub fn run(a: VnncompArgs) -> Result<bool> {
         _ => Mode::New,
     };
     let (out, rows) = ResultsFile::open(&a.results, a.format, category, mode)?;
+    if let Some(s) = a.shard {
+        crate::shard::RunRecord::new("vnncomp", &a.instances, s, instances.len())?.keep(&a.results, a.resume)?;
+    }
     let done: HashSet<(String, String)> = rows.into_iter().collect();
     let pending: Vec<&Instance> =
         instances.iter().filter(|i| !done.contains(&(i.onnx.clone(), i.vnnlib.clone()))).collect();

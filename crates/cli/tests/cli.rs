@@ -214,7 +214,11 @@ fn vnncomp_keeps_rows_on_error_and_resumes() {
     let rows = result_rows(&res);
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0][..3], ["digits.onnx", "good.vnnlib", "unsat"]);
-    assert_eq!(rows[0][4..], ["", ""]);
+    assert_eq!(rows[0][4..6], ["", ""]);
+    // The property's parse, counted in the row's seconds.
+    let (secs, parse): (f64, f64) = (rows[0][3].parse().unwrap(), rows[0][6].parse().unwrap());
+    assert!(parse > 0.0 && parse <= secs, "{:?}", rows[0]);
+    assert_eq!(rows[1][6], "", "no parse time where the property was refused");
     assert_eq!(rows[1][..3], ["digits.onnx", "bad.vnnlib", "error"]);
     // The message names the file and the place.
     assert!(rows[1][5].contains("bad.vnnlib:1:1"), "{:?}", rows[1]);

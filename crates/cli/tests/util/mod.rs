@@ -19,7 +19,7 @@ pub fn tmp(name: &str) -> PathBuf {
 pub fn result_rows(path: &Path) -> Vec<Vec<String>> {
     let mut r = csv::Reader::from_path(path).unwrap();
     let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
-    assert_eq!(header, ["onnx", "vnnlib", "result", "seconds", "counterexample", "message"]);
+    assert_eq!(header, ["onnx", "vnnlib", "result", "seconds", "counterexample", "message", "parse_seconds"]);
     r.records().map(|rec| rec.unwrap().iter().map(String::from).collect()).collect()
 }
 
