@@ -10,6 +10,7 @@ mod blas;
 mod device;
 mod fetch;
 pub mod fpna;
+mod gpus;
 mod infer;
 mod kernel_cache;
 mod kernel_image;
@@ -138,6 +139,12 @@ pub struct GpuMat<T> {
 /// The CUDA backend.
 pub struct CudaBackend {
     dev: Device,
+    /// The GPUs this backend's workers and forks spread over, and this
+    /// one's place among them.
+    gpus: Arc<gpus::GpuSet>,
+    gpu: usize,
+    /// Forks made so far (the next goes to the next GPU).
+    forked: std::sync::atomic::AtomicUsize,
     budget: Option<usize>,
     /// cuBLAS handle, created on the first point GEMM.
     blas: OnceLock<CudaBlas>,
@@ -254,9 +261,23 @@ impl CudaBackend {
     }
 
     pub fn on_device(ordinal: usize) -> BResult<Self> {
-        Ok(Self {
-            dev: Device::open(ordinal)?,
-            budget: None,
+        Self::on_devices(&[ordinal])
+    }
+
+    /// Opens the first of `ordinals`; workers ([`CudaBackend::worker_on`])
+    /// and search forks go to all of them in turn.
+    pub fn on_devices(ordinals: &[usize]) -> BResult<Self> {
+        let first = *ordinals.first().ok_or_else(|| BackendError::Unavailable("no GPU given".into()))?;
+        Ok(Self::with_device(Device::open(first)?, Arc::new(gpus::GpuSet::new(ordinals)), 0, None))
+    }
+
+    fn with_device(dev: Device, gpus: Arc<gpus::GpuSet>, gpu: usize, budget: Option<usize>) -> Self {
+        Self {
+            dev,
+            gpus,
+            gpu,
+            forked: Default::default(),
+            budget,
             conv_direct_max: CONV_DIRECT_MAX,
             blas: OnceLock::new(),
             offsets_cache: Mutex::default(),
@@ -265,25 +286,50 @@ impl CudaBackend {
             pinned: Mutex::default(),
             trace: trace::Trace::from_env(),
             _test_lock: None,
-        })
+        }
+    }
+
+    /// The GPUs the driver shows (after `CUDA_VISIBLE_DEVICES`).
+    pub fn visible_gpus() -> BResult<usize> {
+        gpus::visible_gpus()
+    }
+
+    /// How many GPUs this backend's workers spread over.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
     }
 
     /// A backend for another worker thread: same GPU and kernels, its own
     /// stream, cuBLAS handle and caches, so that one worker's host work
     /// overlaps another's kernels. Give each a share of the memory budget.
     pub fn worker(&self) -> BResult<Self> {
-        Ok(Self {
-            dev: self.dev.with_new_stream()?,
-            budget: self.budget,
-            conv_direct_max: self.conv_direct_max,
-            blas: OnceLock::new(),
-            offsets_cache: Mutex::default(),
-            props_cache: Mutex::default(),
-            table_cache: Mutex::default(),
-            pinned: Mutex::default(),
-            trace: trace::Trace::from_env(),
-            _test_lock: None,
-        })
+        let b = Self::with_device(self.dev.with_new_stream()?, self.gpus.clone(), self.gpu, self.budget);
+        Ok(b.with_conv_direct_max(self.conv_direct_max))
+    }
+
+    /// A worker on the `k`-th GPU of this backend's set (counted round
+    /// it; this backend's own GPU is the `k`-th where `k` is its place).
+    pub fn worker_on(&self, k: usize) -> BResult<Self> {
+        let gpu = k % self.gpus.len();
+        if gpu == self.gpu {
+            return self.worker();
+        }
+        let dev = self.gpus.stream_on(self.gpus.ordinal(gpu))?;
+        Ok(Self::with_device(dev, self.gpus.clone(), gpu, self.budget).with_conv_direct_max(self.conv_direct_max))
+    }
+
+    /// This backend with its GPU as its only one: its forks and workers
+    /// stay there (an analysis worker among one per GPU).
+    pub fn alone(mut self) -> Self {
+        self.gpus = Arc::new(gpus::GpuSet::new(&[self.gpus.ordinal(self.gpu)]));
+        self.gpu = 0;
+        self
+    }
+
+    /// A search fork: a worker on the next GPU of the set.
+    fn next_fork(&self) -> BResult<Self> {
+        let k = self.forked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        self.worker_on(self.gpu + k)
     }
 
     fn blas(&self) -> BResult<&CudaBlas> {

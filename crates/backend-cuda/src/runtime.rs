@@ -17,15 +17,17 @@ impl RuntimeOps for CudaBackend {
         self.budget.unwrap_or_else(|| self.dev.free_memory() / 3)
     }
 
-    /// Four: a ReLU search's rounds are host work for the most part, so
-    /// other workers' rounds run in one's gaps; more workers grew the
-    /// search's tree (measured: bench/results/2026-11-27-architecture-measurements.md).
+    /// Four a GPU: a ReLU search's rounds are host work for the most part,
+    /// so other workers' rounds run in one's gaps; more workers on one GPU grew
+    /// the search's tree (measured: bench/results/2026-11-27-architecture-measurements.md).
     fn search_workers(&self) -> usize {
-        4
+        4 * self.gpu_count()
     }
 
+    /// A worker on the next GPU of the set, in turn (the same GPU where
+    /// there is one).
     fn fork(&self) -> BResult<Option<Self>> {
-        self.worker().map(Some)
+        self.next_fork().map(Some)
     }
 
     /// Records the calls of `f` on this backend's stream as a CUDA graph.

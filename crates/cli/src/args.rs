@@ -36,12 +36,16 @@ pub struct AnalysisArgs {
     /// Memory for expression matrices, in MiB [default: the backend's].
     #[arg(long, help_heading = RESOURCES, value_parser = positive::<usize>)]
     pub memory_mb: Option<usize>,
+    /// GPUs a CUDA run uses: `all`, the first N, or a list (`0,2`; one GPU: `3,`); analysis
+    /// workers and a search's workers go to them in turn. CUDA_VISIBLE_DEVICES is respected.
+    #[arg(long, help_heading = RESOURCES, default_value = "all", value_name = "all|N|LIST")]
+    pub gpus: crate::engine::Gpus,
     /// Worker threads, each analysing its own batches (on CUDA each with its
-    /// own stream); results stay in order [default: up to 3 on CUDA, 1 on the CPU].
+    /// own stream); results stay in order [default: up to 3 a GPU on CUDA, 1 on the CPU].
     #[arg(long, help_heading = RESOURCES, value_parser = positive::<usize>)]
     pub jobs: Option<usize>,
     /// Threads that run one branch and bound's rounds, sharing one open list
-    /// [default: 4 on CUDA, 1 on the CPU or with several --jobs].
+    /// [default: 4 a GPU on CUDA, 1 on the CPU or with several --jobs].
     #[arg(long, help_heading = RESOURCES, value_parser = positive::<usize>)]
     pub search_workers: Option<usize>,
     /// Properties whose rows share one backsubstitution, also the leaves a

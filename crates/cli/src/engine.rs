@@ -49,6 +49,56 @@ impl PrecisionChoice {
     }
 }
 
+/// `--gpus`: the GPUs a CUDA run uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gpus {
+    /// Every GPU the driver shows (after `CUDA_VISIBLE_DEVICES`).
+    All,
+    /// The first `n`.
+    First(usize),
+    /// These ordinals (the first is the main one).
+    List(Vec<usize>),
+}
+
+impl std::str::FromStr for Gpus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("'{s}': expected all, a count (2) or a list of GPU numbers (0,2 or 3,)");
+        if s == "all" {
+            return Ok(Gpus::All);
+        }
+        if !s.contains(',') {
+            return s.parse().ok().filter(|&n| n > 0).map(Gpus::First).ok_or_else(bad);
+        }
+        let list: Vec<usize> = s
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.trim().parse().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        let distinct: std::collections::BTreeSet<_> = list.iter().collect();
+        if list.is_empty() || distinct.len() != list.len() {
+            return Err(bad());
+        }
+        Ok(Gpus::List(list))
+    }
+}
+
+impl Gpus {
+    /// The CUDA ordinals among `visible` GPUs.
+    fn ordinals(&self, visible: usize) -> Result<Vec<usize>, String> {
+        let ords = match self {
+            Gpus::All => (0..visible).collect(),
+            Gpus::First(n) => (0..*n).collect(),
+            Gpus::List(l) => l.clone(),
+        };
+        match ords.iter().find(|&&o| o >= visible) {
+            Some(o) => Err(format!("--gpus: GPU {o} asked for, {visible} visible")),
+            None if ords.is_empty() => Err("no CUDA GPU visible".into()),
+            None => Ok(ords),
+        }
+    }
+}
+
 /// A ready backend.
 pub enum Engine {
     Cpu(CpuBackend),
@@ -62,11 +112,13 @@ pub struct CudaWorkers(std::sync::Mutex<Vec<CudaBackend>>);
 
 /// Opens the chosen backend: `cuda` fails clearly without a GPU, `auto`
 /// falls back to the CPU with a one-line notice.
-pub fn open_backend(choice: BackendChoice, budget: Option<usize>) -> Result<Engine> {
+pub fn open_backend(choice: BackendChoice, budget: Option<usize>, gpus: &Gpus) -> Result<Engine> {
     let _p = polycert_deeppoly::base::profile::span("cli.open_backend");
     let cpu = || Engine::Cpu(budget.map(CpuBackend::with_budget).unwrap_or_default());
     let cuda = || {
-        CudaBackend::new().map(|b| {
+        let visible = CudaBackend::visible_gpus()?;
+        let ordinals = gpus.ordinals(visible).map_err(polycert_deeppoly::BackendError::Unavailable)?;
+        CudaBackend::on_devices(&ordinals).map(|b| {
             let b = match budget {
                 Some(x) => b.with_budget(x),
                 None => b,
@@ -113,13 +165,15 @@ pub fn run_jobs_parallel(
         }
         Engine::Cuda(be, workers) => {
             // Workers get their own stream (their host work overlaps the
-            // others' kernels) and a share of the memory budget.
+            // others' kernels), the GPUs in turn, and a share of their GPU's
+            // memory budget; their searches stay on their GPU.
             let mut own = workers.0.lock().map_err(|_| anyhow::anyhow!("CUDA workers poisoned"))?;
             if n > 1 && own.len() < n {
-                let share = RuntimeOps::memory_budget(be.as_ref()) / n;
+                let share = RuntimeOps::memory_budget(be.as_ref()) / n.div_ceil(be.gpu_count());
                 own.clear();
-                for _ in 0..n {
-                    own.push(be.worker().map_err(|e| anyhow::anyhow!("CUDA worker: {e}"))?.with_budget(share));
+                for k in 0..n {
+                    let w = be.worker_on(k).map_err(|e| anyhow::anyhow!("CUDA worker: {e}"))?;
+                    own.push(w.alone().with_budget(share));
                 }
             }
             let bes: Vec<&CudaBackend> = if n > 1 { own.iter().take(n).collect() } else { vec![be.as_ref()] };
@@ -236,4 +290,25 @@ fn run_with<B: Backend<T>, T: Fp>(
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Gpus;
+
+    #[test]
+    fn gpus_are_read_and_checked_against_the_visible_ones() {
+        assert_eq!("all".parse(), Ok(Gpus::All));
+        assert_eq!("2".parse(), Ok(Gpus::First(2)));
+        assert_eq!("0,2".parse(), Ok(Gpus::List(vec![0, 2])));
+        assert_eq!("3,".parse(), Ok(Gpus::List(vec![3])));
+        for bad in ["0", "x", "1,1", ",", "-1", "1,a"] {
+            assert!(bad.parse::<Gpus>().is_err(), "{bad}");
+        }
+        assert_eq!(Gpus::All.ordinals(4), Ok(vec![0, 1, 2, 3]));
+        assert_eq!(Gpus::First(2).ordinals(4), Ok(vec![0, 1]));
+        assert_eq!(Gpus::List(vec![3, 1]).ordinals(4), Ok(vec![3, 1]));
+        assert!(Gpus::First(5).ordinals(4).unwrap_err().contains("GPU 4 asked for, 4 visible"));
+        assert!(Gpus::All.ordinals(0).is_err());
+    }
 }

@@ -26,12 +26,12 @@ impl AnalysisArgs {
         let workers = self.jobs.unwrap_or_else(|| default_workers(engine, jobs, self.batch)).clamp(1, jobs.max(1));
         let mut opts = self.options(timeout);
         opts.search.memory = self.search_memory_mb.map(|m| m << 20).or_else(|| Some(available_memory()? / 2));
-        // Several properties at once already fill the host: one search
-        // worker each, the α/β rows on the backend where `auto` (the host's
-        // evaluation takes every core, the other jobs' too), and an even
-        // share of the search memory.
+        // Several properties at once already fill the host: their searches
+        // share the search workers of the GPUs (one each on one GPU), the
+        // α/β rows on the backend where `auto` (the host's evaluation takes
+        // every core, the other jobs' too), and an even share of the search memory.
         if workers > 1 {
-            opts.search.workers.get_or_insert(1);
+            opts.search.workers.get_or_insert(shared_search_workers(engine, workers));
             opts.host_shared = true;
             opts.search.memory = opts.search.memory.map(|m| m / workers);
         }
@@ -40,16 +40,28 @@ impl AnalysisArgs {
 }
 
 /// Analysis workers when `--jobs` is not given: on CUDA, one per batch up
-/// to [`MAX_CUDA_WORKERS`] (a single batch gains nothing from more, and
-/// pays their streams, cuBLAS handles and weights); on the CPU one, whose
+/// to [`MAX_CUDA_WORKERS`] a GPU (a single batch gains nothing from more, and
+/// pays their streams, cuBLAS handles and weights), and at least one per GPU
+/// (each property's search then runs on its own GPU); on the CPU one, whose
 /// kernels use every core.
 fn default_workers(engine: &Engine, jobs: usize, batch: Option<usize>) -> usize {
     match engine {
         Engine::Cpu(_) => 1,
         Engine::Cuda(be, _) => {
             let per = batch.unwrap_or_else(|| RuntimeOps::batch_hint(be.as_ref())).max(1);
-            jobs.div_ceil(per).clamp(1, MAX_CUDA_WORKERS)
+            let gpus = be.gpu_count();
+            jobs.div_ceil(per).max(gpus).clamp(1, MAX_CUDA_WORKERS * gpus)
         }
+    }
+}
+
+/// A search's workers while `workers` analysis workers run: one on one
+/// GPU or the CPU; with several GPUs, their share of the GPUs' search
+/// workers (4 a GPU).
+fn shared_search_workers(engine: &Engine, workers: usize) -> usize {
+    match engine {
+        Engine::Cuda(be, _) if be.gpu_count() > 1 => (RuntimeOps::search_workers(be.as_ref()) / workers).max(1),
+        _ => 1,
     }
 }
 

@@ -307,7 +307,7 @@ mod tests {
     /// reported, and every image is still emitted once.
     #[test]
     fn a_round_ends_at_a_chunk_that_gains_nothing() {
-        let engine = open_backend(BackendChoice::Cpu, None).unwrap();
+        let engine = open_backend(BackendChoice::Cpu, None, &crate::engine::Gpus::All).unwrap();
         let imported = crate::model::embedded().unwrap();
         let net = &imported.network;
         let jobs: Vec<Job> = crate::model::embedded_images()

@@ -229,8 +229,8 @@ pub fn run(mut a: VerifyArgs) -> Result<bool> {
     a.analysis.start_threads()?;
     // The backend starts (a GPU's context takes a third of a second or
     // more) while the model and its inputs are read.
-    let (backend, budget) = (a.analysis.backend, a.analysis.memory_budget());
-    let opening = std::thread::spawn(move || engine::open_backend(backend, budget));
+    let (backend, budget, gpus) = (a.analysis.backend, a.analysis.memory_budget(), a.analysis.gpus.clone());
+    let opening = std::thread::spawn(move || engine::open_backend(backend, budget, &gpus));
     let (imported, model_name, work) = read_inputs(&a)?;
     let engine = opening.join().map_err(|_| anyhow::anyhow!("the backend's start panicked"))??;
     let precision = a.analysis.precision.on(&engine, &imported.network);

@@ -264,7 +264,7 @@ impl Runner<'_> {
 
 pub fn run(a: VnncompArgs) -> Result<bool> {
     a.analysis.start_threads()?;
-    let backend = engine::open_backend(a.analysis.backend, a.analysis.memory_budget())?;
+    let backend = engine::open_backend(a.analysis.backend, a.analysis.memory_budget(), &a.analysis.gpus)?;
     let mut instances = read_instances(&a.instances)?;
     if let Some(s) = a.shard {
         instances = instances.into_iter().enumerate().filter(|(i, _)| s.takes(*i)).map(|(_, x)| x).collect();
