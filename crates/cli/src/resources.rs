@@ -29,10 +29,11 @@ impl AnalysisArgs {
         // Several properties at once already fill the host: their searches
         // share the search workers of the GPUs (one each on one GPU), the
         // α/β rows on the backend where `auto` (the host's evaluation takes
-        // every core, the other jobs' too), and an even share of the search memory.
+        // every core, the other jobs' too) unless each has a GPU of its own,
+        // and an even share of the search memory.
         if workers > 1 {
             opts.search.workers.get_or_insert(shared_search_workers(engine, workers));
-            opts.host_shared = true;
+            opts.host_shared = workers > gpu_count(engine);
             opts.search.memory = opts.search.memory.map(|m| m / workers);
         }
         Plan { workers, opts }
@@ -52,6 +53,13 @@ fn default_workers(engine: &Engine, jobs: usize, batch: Option<usize>) -> usize 
             let gpus = be.gpu_count();
             jobs.div_ceil(per).max(gpus).clamp(1, MAX_CUDA_WORKERS * gpus)
         }
+    }
+}
+
+fn gpu_count(engine: &Engine) -> usize {
+    match engine {
+        Engine::Cuda(be, _) => be.gpu_count(),
+        Engine::Cpu(_) => 1,
     }
 }
 
