@@ -129,3 +129,36 @@ fn verify_image_shards_merge_to_one_run() {
     let o = polycert(&[&base[..], &["--shard", "1/2"]].concat());
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Shards in VNN-COMP's own results format (no header) merge too.
+#[test]
+fn vnncomp_format_shards_merge() {
+    let dir = tmp("shard-format");
+    let inst = instances(&dir);
+    let base = ["vnncomp", "--instances", inst.to_str().unwrap(), "--backend", "cpu", "--format", "vnncomp"];
+    let shards: Vec<PathBuf> = (1..=2).map(|k| dir.join(format!("s{k}.csv"))).collect();
+    for (k, s) in shards.iter().enumerate() {
+        let shard = format!("{}/2", k + 1);
+        run_ok(&[&base[..], &["--results", s.to_str().unwrap(), "--shard", &shard]].concat());
+    }
+    let whole = dir.join("whole.csv");
+    run_ok(&[&base[..], &["--results", whole.to_str().unwrap()]].concat());
+    let merged = dir.join("merged.csv");
+    assert_eq!(merge(&shards.iter().collect::<Vec<_>>(), &merged).status.code(), Some(0));
+    // category,onnx,vnnlib,prepare_seconds,result,seconds: all but the times.
+    let rows = |p: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(p).unwrap();
+        text.lines()
+            .map(|l| {
+                l.split(',')
+                    .enumerate()
+                    .filter(|(k, _)| ![3, 5].contains(k))
+                    .map(|(_, f)| f)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect()
+    };
+    assert_eq!(rows(&merged).len(), 7);
+    assert_eq!(rows(&merged), rows(&whole));
+}
