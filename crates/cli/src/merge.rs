@@ -98,5 +98,17 @@ pub fn run(a: MergeArgs) -> Result<u8> {
     }
     w.flush().with_context(|| format!("{}: cannot write", a.out.display()))?;
     errln!("polycert: merged {} rows of {n} shards into {}", all.len(), a.out.display());
+    // The tally of the merged run, as `vnncomp` ends with it.
+    let (res, secs) = if header == Some(true) { (2, 3) } else { (4, 5) };
+    let tally: Vec<(&'static str, f64)> = all
+        .iter()
+        .map(|(_, r)| {
+            (
+                crate::vnncomp::vnn_result_word(r.get(res).unwrap_or("")),
+                r.get(secs).and_then(|s| s.parse().ok()).unwrap_or(0.0),
+            )
+        })
+        .collect();
+    crate::say::err!("{}", crate::records::vnn_summary(&tally));
     Ok(0)
 }

@@ -44,6 +44,12 @@ pub struct VnncompArgs {
     analysis: AnalysisArgs,
 }
 
+/// A results file's word as the `&'static str` of a tally (`unknown` for
+/// any other).
+pub fn vnn_result_word(word: &str) -> &'static str {
+    ["unsat", "sat", "timeout", "error"].into_iter().find(|w| *w == word).unwrap_or("unknown")
+}
+
 /// VNN-COMP's word for a polycert result.
 pub fn vnn_result(result: &str) -> &'static str {
     match result {

@@ -78,9 +78,13 @@ fn vnncomp_shards_merge_to_one_run() {
     assert_eq!(verdicts(&shards[0]).len(), 3, "items 0, 3, 6");
     let merged = dir.join("merged.csv");
     let o = merge(&shards.iter().collect::<Vec<_>>(), &merged);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
     let want = verdicts(&whole);
     assert_eq!(want.len(), 7);
+    // The merged run's tally, as vnncomp prints its own.
+    let unsat = want.iter().filter(|r| r[2] == "unsat").count();
+    assert!(err.contains(&format!("unsat {unsat}  ")) && err.contains("(of 7)"), "{err}");
     assert!(want.iter().any(|r| r[2] == "unsat") && want.iter().any(|r| r[2] == "sat"), "{want:?}");
     assert_eq!(verdicts(&merged), want);
 
