@@ -224,6 +224,22 @@ def parse_cex(text: str):
     return xs, ys
 
 
+def stated_outputs_differ(ys: dict, y) -> str:
+    """Why the file's `Y_j` fail VNN-COMP's check against onnxruntime's
+    outputs `y` (every output stated; the largest difference at most 1e-3
+    of the largest stated value), or "" where they pass."""
+    if sorted(ys) != list(range(len(y))):
+        return f"counterexample states outputs {sorted(ys)[:10]}..., expected Y_0..Y_{len(y) - 1}"
+    got = np.asarray(y, dtype=np.float64)
+    if not np.all(np.isfinite(got)):
+        return ""
+    stated = np.array([float(ys[j]) for j in range(len(y))])
+    diff, norm = float(np.max(np.abs(stated - got))), float(np.max(np.abs(stated)))
+    if (diff / norm if norm >= 1e-6 else 0.0) > 1e-3:
+        return f"stated outputs differ from onnxruntime's by {diff:.3g} (relative {diff / max(norm, 1e-300):.3g} > 1e-3)"
+    return ""
+
+
 def check_cex(ev: Evaluator, prop, n_in: int, text: str):
     """(ok, reason, x, y) for polycert's counterexample file text."""
     first = text.strip().splitlines()[0].strip() if text.strip() else ""
@@ -242,6 +258,9 @@ def check_cex(ev: Evaluator, prop, n_in: int, text: str):
     y = ev(x)
     if not32:
         return False, f"X_{not32[0]} = {xs[not32[0]]} is not a float32 value", x, y
+    bad_y = stated_outputs_differ(_ys, y)
+    if bad_y:
+        return False, bad_y, x, y
     comps = [Compiled(d) for d in prop.disjuncts]
     reasons = []
     for di, c in enumerate(comps):

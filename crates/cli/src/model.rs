@@ -89,6 +89,22 @@ pub fn load_keeping_softmax(path: &Path) -> Result<Imported> {
     Ok(m)
 }
 
+/// The model's float32 outputs at `x` (in the IR's input order), as a
+/// runtime gives them: after a dropped final Softmax, the Softmax of the
+/// logits (the maximum subtracted first), not the logits the IR computes.
+/// A counterexample file states these (VNN-COMP checks them against
+/// onnxruntime's).
+pub fn outputs(model: &Imported, x: &[f32]) -> Vec<f32> {
+    let y = polycert_deeppoly::base::eval::eval::<f32>(&model.network, x);
+    if !model.network.softmax_output() {
+        return y;
+    }
+    let m = y.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f32> = y.iter().map(|v| (v - m).exp()).collect();
+    let s: f32 = e.iter().sum();
+    e.iter().map(|v| v / s).collect()
+}
+
 /// The embedded digits MLP (see `models/train_digits.py`).
 pub fn embedded() -> Result<Imported> {
     Ok(polycert_onnx::import_model(DIGITS_MODEL, "embedded:digits_mlp.onnx").map_err(|e| InputError(e.to_string()))?)

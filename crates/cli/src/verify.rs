@@ -318,7 +318,7 @@ fn finish(
     if a.answer {
         let first = records.first();
         let cex = first.and_then(|r| r.counterexample.as_ref()).map(|x| {
-            let y = polycert_deeppoly::base::eval::eval::<f32>(&imported.network, x);
+            let y = crate::model::outputs(imported, x);
             vnncomp::cex_text(&imported.from_ir_input(x), &y)
         });
         out!("{}", crate::vnnlib2::answer(first.map_or("unknown", |r| r.result.as_str()), cex));
@@ -379,7 +379,7 @@ fn classes(r: &mut Record, net: &Network, centre: Option<&[f64]>) {
 fn write_result(rf: &Path, first: Option<&Record>, imported: &model::Imported) -> Result<()> {
     match first {
         Some(Record { counterexample: Some(x), .. }) => {
-            let y = polycert_deeppoly::base::eval::eval::<f32>(&imported.network, x);
+            let y = crate::model::outputs(imported, x);
             vnncomp::write_cex(rf, &imported.from_ir_input(x), &y)
         }
         r => {

@@ -261,7 +261,7 @@ impl Runner<'_> {
     /// The counterexample file of `inst`, written.
     fn write_cex(&self, inst: &Instance, imported: &model::Imported, x: &[f32]) -> Result<PathBuf> {
         std::fs::create_dir_all(&self.cex_dir)?;
-        let y = polycert_deeppoly::base::eval::eval::<f32>(&imported.network, x);
+        let y = crate::model::outputs(imported, x);
         let path = self.cex_dir.join(cex_file_name(inst));
         write_cex(&path, &imported.from_ir_input(x), &y)?;
         Ok(path)
