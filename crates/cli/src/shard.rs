@@ -76,20 +76,17 @@ const PER_SHARD: [&str; 8] =
 const WITH_VALUE: [&str; 5] = ["--shard", "--results", "--result-file", "--instances", "--images"];
 
 /// The options that must agree between shards: the command line less
-/// the program, the subcommand, [`PER_SHARD`] arguments and the input.
-fn options(input: &Path) -> Vec<String> {
+/// the program, the subcommand and the [`PER_SHARD`] arguments.
+fn options() -> Vec<String> {
     let args = COMMAND_LINE.get().cloned().unwrap_or_default();
     let mut out = Vec::new();
-    let mut it = args.into_iter().skip(2).peekable();
+    let mut it = args.into_iter().skip(2);
     while let Some(a) = it.next() {
         let name = a.split('=').next().unwrap_or("").to_string();
         if PER_SHARD.contains(&name.as_str()) {
             if WITH_VALUE.contains(&name.as_str()) && !a.contains('=') {
                 it.next();
             }
-            continue;
-        }
-        if Path::new(&a) == input {
             continue;
         }
         out.push(a);
@@ -107,7 +104,7 @@ impl RunRecord {
             input: input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             input_len: bytes.len() as u64,
             input_crc32: crc32fast::hash(&bytes),
-            options: options(input),
+            options: options(),
             shard,
             items,
         })
@@ -118,9 +115,9 @@ impl RunRecord {
     pub fn keep(&self, results: &Path, resume: bool) -> Result<()> {
         if resume
             && record_path(results).exists()
-            && let Some(m) = RunRecord::read(results)?.mismatch(self).or_else(|| {
-                (self.shard != RunRecord::read(results).ok()?.shard).then(|| "the shard differs".to_string())
-            })
+            && let old = RunRecord::read(results)?
+            && let Some(m) =
+                old.mismatch(self).or_else(|| (old.shard != self.shard).then(|| "the shard differs".into()))
         {
             return Err(InputError(format!("{}: --resume of another run: {m}", results.display())).into());
         }
