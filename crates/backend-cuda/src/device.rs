@@ -155,15 +155,12 @@ impl Device {
     /// Opens GPU `ordinal`, or says clearly why it cannot.
     pub fn open(ordinal: usize) -> Result<Self, BackendError> {
         // Creating a context panics when libcuda is missing: check first.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(BackendError::Unavailable("no CUDA driver (libcuda) found on this machine".into()));
-        }
+        let n = crate::gpus::visible_gpus()?;
         // cuBLAS's libraries take a few hundred ms to load: start that now,
         // beside the context's creation (`blas.rs` uses them on the first GEMM).
         std::thread::spawn(crate::blas::preload);
         let span = polycert_deeppoly::base::profile::span("cuda.context");
-        let n = CudaContext::device_count().map_err(|e| BackendError::Unavailable(format!("CUDA driver: {e:?}")))?;
-        if n <= ordinal as i32 {
+        if n <= ordinal {
             return Err(BackendError::Unavailable(format!("no CUDA GPU {ordinal} (found {n})")));
         }
         let cc = compute_capability(ordinal)?;

@@ -303,18 +303,15 @@ impl CudaBackend {
     /// stream, cuBLAS handle and caches, so that one worker's host work
     /// overlaps another's kernels. Give each a share of the memory budget.
     pub fn worker(&self) -> BResult<Self> {
-        let b = Self::with_device(self.dev.with_new_stream()?, self.gpus.clone(), self.gpu, self.budget);
-        Ok(b.with_conv_direct_max(self.conv_direct_max))
+        self.worker_on(self.gpu)
     }
 
     /// A worker on the `k`-th GPU of this backend's set (counted round
     /// it; this backend's own GPU is the `k`-th where `k` is its place).
     pub fn worker_on(&self, k: usize) -> BResult<Self> {
         let gpu = k % self.gpus.len();
-        if gpu == self.gpu {
-            return self.worker();
-        }
-        let dev = self.gpus.stream_on(self.gpus.ordinal(gpu))?;
+        let dev =
+            if gpu == self.gpu { self.dev.with_new_stream()? } else { self.gpus.stream_on(self.gpus.ordinal(gpu))? };
         Ok(Self::with_device(dev, self.gpus.clone(), gpu, self.budget).with_conv_direct_max(self.conv_direct_max))
     }
 
