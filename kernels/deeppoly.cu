@@ -414,36 +414,53 @@ __device__ void forward_dense(const T* __restrict__ w, const T* __restrict__ b, 
     if (lane == 0) finish_affine(lo, hi, mag, b[o], gamma, eta, thresh, o, flo, fhi, blo, bhi);
 }
 
-// One thread per output neuron, blockIdx.y the batch slot; gamma/eta are
-// per-neuron-count tables indexed by the number of taps (1 + ci*kh*kw at most).
+// One thread per output neuron, or (lg > 0) a group of 2^lg lanes (up to 32)
+// each summing every 2^lg-th tap; blockIdx.y the batch slot; gamma is a table
+// indexed by the number of terms (1 + ci*kh*kw at most). Every partial sum is
+// rounded outward, so any grouping encloses the exact sum.
 template <typename T>
 __device__ void forward_conv(const T* __restrict__ w, const T* __restrict__ b, Geom gi, ConvGeom cg, int c_out, int ho,
                              int wo, const T* __restrict__ xlo, const T* __restrict__ xhi, const double* __restrict__ gamma,
-                             double eta_unit, double thresh, T* flo, T* fhi, T* blo, T* bhi) {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= c_out * ho * wo) return;
+                             double eta_unit, double thresh, int lg, T* flo, T* fhi, T* blo, T* bhi) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int o = t >> lg, gs = 1 << lg, lane = t & (gs - 1);
+    // Whole groups leave together; the shuffles below need every lane of a live group.
+    bool live = o < c_out * ho * wo;
+    if (!live && lg == 0) return;
     size_t si = (size_t)blockIdx.y * gi.c * gi.h * gi.w, so = (size_t)blockIdx.y * c_out * ho * wo;
     xlo += si, xhi += si, flo += so, fhi += so, blo += so, bhi += so;
-    int co = o / (ho * wo), oy = (o / wo) % ho, ox = o % wo;
+    int co = live ? o / (ho * wo) : 0, oy = live ? (o / wo) % ho : 0, ox = live ? o % wo : 0;
     double lo = 0.0, hi = 0.0, mag = 0.0;
-    int n = 0;
-    for (int ci = 0; ci < gi.c; ci++)
-        for (int ky = 0; ky < cg.kh; ky++) {
-            int iy = oy * cg.sh + ky - cg.pt;
-            if (iy < 0 || iy >= gi.h) continue;
-            for (int kx = 0; kx < cg.kw; kx++) {
-                int ix = ox * cg.sw + kx - cg.pl;
-                if (ix < 0 || ix >= gi.w) continue;
-                int j = (ci * gi.h + iy) * gi.w + ix;
-                double x = (double)w[((co * gi.c + ci) * cg.kh + ky) * cg.kw + kx];
-                double l = (double)xlo[j], h = (double)xhi[j];
-                bool pos = x >= 0.0;
-                lo = __fma_rd(pos ? l : h, x, lo);
-                hi = __fma_ru(pos ? h : l, x, hi);
-                mag = __fma_ru(fabs(x), fmax(fabs(l), fabs(h)), mag);
-                n++;
-            }
+    auto tap = [&](int ci, int ky, int kx) {
+        int iy = oy * cg.sh + ky - cg.pt, ix = ox * cg.sw + kx - cg.pl;
+        if (iy < 0 || iy >= gi.h || ix < 0 || ix >= gi.w) return;
+        int j = (ci * gi.h + iy) * gi.w + ix;
+        double x = (double)w[((co * gi.c + ci) * cg.kh + ky) * cg.kw + kx];
+        double l = (double)xlo[j], h = (double)xhi[j];
+        bool pos = x >= 0.0;
+        lo = __fma_rd(pos ? l : h, x, lo);
+        hi = __fma_ru(pos ? h : l, x, hi);
+        mag = __fma_ru(fabs(x), fmax(fabs(l), fabs(h)), mag);
+    };
+    if (lg == 0) {
+        for (int ci = 0; ci < gi.c; ci++)
+            for (int ky = 0; ky < cg.kh; ky++)
+                for (int kx = 0; kx < cg.kw; kx++) tap(ci, ky, kx);
+    } else {
+        int taps = live ? gi.c * cg.kh * cg.kw : 0;
+        for (int k = lane; k < taps; k += gs) tap(k / (cg.kh * cg.kw), (k / cg.kw) % cg.kh, k % cg.kw);
+        for (int s = gs / 2; s > 0; s >>= 1) {
+            lo = __dadd_rd(lo, __shfl_down_sync(0xffffffff, lo, s, gs));
+            hi = __dadd_ru(hi, __shfl_down_sync(0xffffffff, hi, s, gs));
+            mag = __dadd_ru(mag, __shfl_down_sync(0xffffffff, mag, s, gs));
         }
+    }
+    if (!live || lane != 0) return;
+    // The products inside the input: per row and column of the window.
+    int ny = 0, nx = 0;
+    for (int ky = 0; ky < cg.kh; ky++) ny += (unsigned)(oy * cg.sh + ky - cg.pt) < (unsigned)gi.h;
+    for (int kx = 0; kx < cg.kw; kx++) nx += (unsigned)(ox * cg.sw + kx - cg.pl) < (unsigned)gi.w;
+    int n = gi.c * ny * nx;
     // n products plus the bias: gamma_{n+1}, and (n+2) * eta.
     finish_affine(lo, hi, mag, b[co], gamma[n + 1], __dmul_ru((double)(n + 2), eta_unit), thresh, o, flo, fhi, blo,
                   bhi);
@@ -501,8 +518,8 @@ __device__ void forward_conv(const T* __restrict__ w, const T* __restrict__ b, G
     }                                                                                                             \
     extern "C" __global__ void forward_conv_##S(const T* w, const T* b, Geom gi, ConvGeom cg, int c_out, int ho,  \
                                                 int wo, const T* xl, const T* xh, const double* gamma,            \
-                                                double eta, double th, T* fl, T* fh, T* bl, T* bh) {              \
-        forward_conv<T>(w, b, gi, cg, c_out, ho, wo, xl, xh, gamma, eta, th, fl, fh, bl, bh);                     \
+                                                double eta, double th, int lg, T* fl, T* fh, T* bl, T* bh) {      \
+        forward_conv<T>(w, b, gi, cg, c_out, ho, wo, xl, xh, gamma, eta, th, lg, fl, fh, bl, bh);                 \
     }
 
 INSTANTIATE(float, f32)

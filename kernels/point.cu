@@ -94,28 +94,44 @@ __device__ void point_conv_col2im(const T* __restrict__ t, Geom gi, const int2* 
 // The conv step in one kernel, for steps too small to pay for a GEMM's
 // launches: each coefficient over the conv input sums, in double and rounded
 // once, a[r, co, wy, wx]·w[co, ci, ky, kx] over the taps and output channels
-// that reach it (at most the step's m products).
+// that reach it (at most the step's m products), a group of 2^lg lanes (up
+// to 32) taking every 2^lg-th channel. The step's constant
+// pays for any order of the m products, so the grouping is free.
+template <typename T, bool SPLIT>
+__device__ __forceinline__ double conv_direct_sum(const T* __restrict__ ar, Geom gi, int2 oi, const T* __restrict__ w,
+                                                  ConvGeom cg, Geom go, int ci, int iy, int ix, int lane, int gs) {
+    double acc = 0.0;
+    for_each_tap_to(cg, gi, oi.x, oi.y, iy, ix, [&](int ky, int kx, int, int, int wy, int wx) {
+        for (int co = SPLIT ? lane : 0; co < gi.c; co += SPLIT ? gs : 1) {
+            double x = (double)ar[(co * gi.wh + wy) * gi.ww + wx];
+            acc += x * (double)w[((co * go.c + ci) * cg.kh + ky) * cg.kw + kx];
+        }
+    });
+    return acc;
+}
+
 template <typename T>
 __device__ void point_conv_direct(const T* __restrict__ a, Geom gi, const int2* __restrict__ offi,
                                   const T* __restrict__ w, ConvGeom cg, Geom go, const int2* __restrict__ offo,
-                                  T* __restrict__ out, int rows) {
+                                  T* __restrict__ out, int rows, int lg) {
     size_t cols_o = (size_t)go.c * go.wh * go.ww, cols_i = (size_t)gi.c * gi.wh * gi.ww;
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)rows * cols_o) return;
-    int r = idx / cols_o, col = idx % cols_o;
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t idx = t >> lg;
+    int gs = 1 << lg, lane = (int)(t & (gs - 1));
+    // Whole groups leave together; the shuffles below need every lane of a live group.
+    bool live = idx < (size_t)rows * cols_o;
+    if (!live && lg == 0) return;
+    int r = live ? idx / cols_o : 0, col = live ? idx % cols_o : 0;
     int tx = col % go.ww, tt = col / go.ww, ty = tt % go.wh, ci = tt / go.wh;
     int iy = offo[r].x + ty, ix = offo[r].y + tx;
     double acc = 0.0;
-    if (iy >= 0 && iy < go.h && ix >= 0 && ix < go.w) {
+    if (live && iy >= 0 && iy < go.h && ix >= 0 && ix < go.w) {
         const T* ar = a + (size_t)r * cols_i;
-        for_each_tap_to(cg, gi, offi[r].x, offi[r].y, iy, ix, [&](int ky, int kx, int, int, int wy, int wx) {
-            for (int co = 0; co < gi.c; co++) {
-                double x = (double)ar[(co * gi.wh + wy) * gi.ww + wx];
-                acc += x * (double)w[((co * go.c + ci) * cg.kh + ky) * cg.kw + kx];
-            }
-        });
+        acc = lg == 0 ? conv_direct_sum<T, false>(ar, gi, offi[r], w, cg, go, ci, iy, ix, 0, 1)
+                      : conv_direct_sum<T, true>(ar, gi, offi[r], w, cg, go, ci, iy, ix, lane, gs);
     }
-    out[idx] = (T)acc;
+    for (int s = gs / 2; s > 0; s >>= 1) acc += __shfl_down_sync(0xffffffff, acc, s, gs);
+    if (live && lane == 0) out[idx] = (T)acc;
 }
 
 // Point ReLU (relu == 1; relu == 2: sigmoid, c_hi the lower line's intercept)
@@ -340,8 +356,8 @@ extern "C" __global__ void point_row_sum_neg(const double* err, size_t cols, dou
         point_conv_col2im<T>(t, gi, offi, cg, go, offo, out, r0, nr);                                            \
     }                                                                                                            \
     extern "C" __global__ void point_conv_direct_##S(const T* a, Geom gi, const int2* offi, const T* w, ConvGeom cg,  \
-                                                     Geom go, const int2* offo, T* out, int rows) {              \
-        point_conv_direct<T>(a, gi, offi, w, cg, go, offo, out, rows);                                           \
+                                                     Geom go, const int2* offo, T* out, int rows, int lg) {      \
+        point_conv_direct<T>(a, gi, offi, w, cg, go, offo, out, rows, lg);                                       \
     }                                                                                                            \
     extern "C" __global__ void point_diag_##S(const T* a, Geom g, const int2* off, const unsigned* pr,          \
                                               const T* pl, const T* ph, const T* cl, const T* ch, const T* r,    \

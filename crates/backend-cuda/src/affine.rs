@@ -251,11 +251,13 @@ impl CudaBackend {
             let (gi, go, kc) = (kgeom(g.shape, g.win), kgeom(out.shape, out.win), kconv(c));
             let reach = c_out * c.kernel.0.div_ceil(c.stride.0) * c.kernel.1.div_ceil(c.stride.1);
             if rows * out.cols() * reach <= self.conv_direct_max {
-                let rows_i = rows as i32;
+                let (rows_i, lg) = (rows as i32, crate::lanes_per_sum(rows * out.cols(), c_out, 1 << 16));
                 let f = self.dev.func("point_conv_direct", T::SUFFIX);
                 let mut l = self.dev.stream.launch_builder(f);
                 l.arg(a).arg(&gi).arg(&*offi).arg(weight).arg(&kc).arg(&go).arg(&*offo).arg(&res.a).arg(&rows_i);
-                unsafe { l.launch(grid_for(rows * out.cols())) }.map_err(|e| driver_err("point_conv_direct", e))?;
+                l.arg(&lg);
+                let grid = grid_for((rows * out.cols()) << lg);
+                unsafe { l.launch(grid) }.map_err(|e| driver_err("point_conv_direct", e))?;
                 return Ok(res);
             }
             let block = (CONV_BLOCK_VALUES / (pos * taps.max(c_out)).max(1)).clamp(1, rows);

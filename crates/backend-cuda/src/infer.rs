@@ -88,9 +88,11 @@ impl<T: GpuScalar> InferOps<T> for CudaBackend {
         let mut b = self.dev.stream.launch_builder(f);
         b.arg(&w.data).arg(&bias.data).arg(&gi).arg(&kc).arg(&co).arg(&hoi).arg(&woi).arg(&x.0.data).arg(&x.1.data);
         let thresh = model.overflow_threshold();
-        b.arg(&*gam).arg(&eta).arg(&thresh).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
+        let lg = crate::lanes_per_sum(n * batch, (input.c * kh * kw).div_ceil(4), 1 << 20);
+        b.arg(&*gam).arg(&eta).arg(&thresh).arg(&lg).arg(&outs[0]).arg(&outs[1]).arg(&outs[2]).arg(&outs[3]);
         if n > 0 && batch > 0 {
-            unsafe { b.launch(batched(grid_for(n), batch)) }.map_err(|e| driver_err("forward_conv", e))?;
+            let grid = grid_for(n << lg);
+            unsafe { b.launch(batched(grid, batch)) }.map_err(|e| driver_err("forward_conv", e))?;
         }
         let mut it = outs.into_iter().map(|data| GpuBuf { data, len: batch * n });
         let mut next = || it.next().expect("four outputs");

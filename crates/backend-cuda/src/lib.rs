@@ -232,6 +232,19 @@ fn grid_for(n: usize) -> LaunchConfig {
     }
 }
 
+/// The base-2 logarithm of the lanes that share one sum of a kernel over
+/// `sums` sums of `parts` parts each: lanes a power of two up to a warp and
+/// `parts`, while the threads stay at most `threads` (a launch of few sums,
+/// as one property's, then fills the GPU; one of many, as a batch of
+/// images', keeps a lane a sum).
+fn lanes_per_sum(sums: usize, parts: usize, threads: usize) -> i32 {
+    let mut lg = 0;
+    while lg < 5 && 1 << lg < parts && sums << (lg + 1) <= threads {
+        lg += 1;
+    }
+    lg
+}
+
 /// `cfg` once per batch slot (`blockIdx.y`).
 fn batched(mut cfg: LaunchConfig, batch: usize) -> LaunchConfig {
     cfg.grid_dim.1 = batch as u32;
