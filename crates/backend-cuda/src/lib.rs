@@ -264,7 +264,9 @@ fn check_batch<T>(what: &str, x: (&GpuBuf<T>, &GpuBuf<T>), n_in: usize, batch: u
 }
 
 fn per_row(rows: usize) -> LaunchConfig {
-    LaunchConfig { grid_dim: (rows.max(1) as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+    // Rows too few to fill the GPU (one property's) take twice the lanes each.
+    let block = if rows <= 512 { 2 * BLOCK } else { BLOCK };
+    LaunchConfig { grid_dim: (rows.max(1) as u32, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
 }
 
 impl CudaBackend {
