@@ -10,7 +10,7 @@ mod util;
 use common::{encode, model, node, raw_floats};
 use std::path::Path;
 use std::process::{Command, Output};
-use util::{polycert, result_rows, tmp};
+use util::{polycert, result_rows, tmp, vnncomp_cpu};
 
 const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/digits_mlp.onnx");
 
@@ -298,20 +298,7 @@ fn vnncomp_format_writes_run_single_instance_lines() {
     let dir = tmp("vnn-format");
     let inst = two_networks(&dir);
     let vnn = dir.join("vnncomp.csv");
-    let o = polycert(&[
-        "vnncomp",
-        "--instances",
-        inst.to_str().unwrap(),
-        "--results",
-        vnn.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--format",
-        "vnncomp",
-        "--category",
-        "digits",
-        "--exit-code",
-    ]);
+    let o = vnncomp_cpu(&inst, &vnn, &["--format", "vnncomp", "--category", "digits", "--exit-code"]);
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&vnn).unwrap();
     let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();

@@ -8,7 +8,7 @@ mod common;
 mod util;
 
 use common::{attr_i, encode, model, node, raw_floats};
-use util::{polycert, tmp};
+use util::{polycert, tmp, vnncomp_cpu};
 
 /// `y = Softmax(W·x + b)` over three outputs.
 const W: [f32; 6] = [1.0, 2.0, -1.0, 0.5, 0.25, -0.75];
@@ -42,15 +42,7 @@ fn a_dropped_softmax_is_applied_to_the_stated_outputs() {
     std::fs::write(dir.join("instances.csv"), "smx.onnx,p.vnnlib,10\n").unwrap();
     let res = dir.join("r.csv");
     let inst = dir.join("instances.csv");
-    let o = polycert(&[
-        "vnncomp",
-        "--instances",
-        inst.to_str().unwrap(),
-        "--results",
-        res.to_str().unwrap(),
-        "--backend",
-        "cpu",
-    ]);
+    let o = vnncomp_cpu(&inst, &res, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let cex = std::fs::read_to_string(dir.join("r.csv.cex/smx.onnx__p.vnnlib.counterexample")).unwrap();
     assert!(cex.starts_with("sat\n"), "{cex}");

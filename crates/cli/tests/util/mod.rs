@@ -8,6 +8,15 @@ pub fn polycert(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_polycert")).args(args).output().expect("runs")
 }
 
+/// `polycert vnncomp --instances INST --results RESULTS --backend cpu` and
+/// `extra`.
+pub fn vnncomp_cpu(inst: &Path, results: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["vnncomp", "--instances", inst.to_str().unwrap(), "--results", results.to_str().unwrap()];
+    args.extend(["--backend", "cpu"]);
+    args.extend_from_slice(extra);
+    polycert(&args)
+}
+
 /// A path in this test process's own temporary folder.
 pub fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("polycert-cli-{}", std::process::id()));
